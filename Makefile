@@ -1,0 +1,46 @@
+# The README's commands. Each target sets up what it needs first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU build of torch, pinned: an unpinned torch pulls a multi-GB CUDA build.
+TORCH_PIN ?= torch==2.13.0
+PYTEST_WORKERS ?= 2
+
+.PHONY: setup demo test test-slow test-all lint bench docs clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/activate pyproject.toml
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install "$(TORCH_PIN)"
+	$(BIN)/python -m pip install -e ".[test,docs,dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/python -m sksign demo
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow" -n $(PYTEST_WORKERS)
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow
+
+test-all: setup
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
+
+lint: setup
+	$(BIN)/ruff check .
+
+bench: setup
+	$(BIN)/python -m pip install -e ".[benchmarks]"
+	$(BIN)/python benchmarks/bench_training.py
+	$(BIN)/python benchmarks/bench_knn.py
+
+docs: setup
+	$(MAKE) -C docs html SPHINXBUILD=$(abspath $(BIN))/sphinx-build
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info docs/_build docs/auto_examples docs/generated

@@ -1,0 +1,9 @@
+"""scikit-learn estimators: HTAF nets and the sign-code k-NN."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sksign.estimators._callbacks import RelaxationGap
+from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
+
+__all__ = ["HTAFNetClassifier", "HTAFNetRegressor", "RelaxationGap"]

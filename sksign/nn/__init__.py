@@ -1,0 +1,35 @@
+"""Torch building blocks (no scikit-learn inside): activations and networks."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sksign.nn.activations import (
+    HTAF,
+    ScaledSigmoid,
+    STEHeaviside,
+    StepActivation,
+    force_step_mode,
+    heaviside,
+    htaf,
+    htaf_alpha0_min,
+    htaf_grid,
+    htaf_product_limit,
+)
+from sksign.nn.modules import MLP, SmallCNN, build_network, make_activation
+
+__all__ = [
+    "HTAF",
+    "MLP",
+    "STEHeaviside",
+    "ScaledSigmoid",
+    "SmallCNN",
+    "StepActivation",
+    "build_network",
+    "force_step_mode",
+    "heaviside",
+    "htaf",
+    "htaf_alpha0_min",
+    "htaf_grid",
+    "htaf_product_limit",
+    "make_activation",
+]

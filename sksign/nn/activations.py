@@ -1,0 +1,328 @@
+"""The HTAF family: HTAF, the Heaviside step, STE and scaled-sigmoid baselines.
+
+HTAF(x | a0, a1) = sigmoid(a1 * tanh(a0 * x)) (PAPERS.md, part A). Nets train
+with HTAF in the forward and backward pass and swap it for the exact step
+H(x) = 1[x >= 0] at inference, so hidden units are single bits.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from numbers import Real
+
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = [
+    "HTAF",
+    "STEHeaviside",
+    "ScaledSigmoid",
+    "StepActivation",
+    "force_step_mode",
+    "heaviside",
+    "htaf",
+    "htaf_alpha0_min",
+    "htaf_grid",
+    "htaf_product_limit",
+]
+
+_MODES = ("auto", "smooth", "hard")
+
+
+def _check_positive(name: str, value, owner: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(
+            f"The {name!r} parameter of {owner} must be a positive real number. "
+            f"Got {value!r} instead."
+        )
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must be a positive real number. "
+            f"Got {value!r} instead."
+        )
+    return value
+
+
+def heaviside(x: torch.Tensor) -> torch.Tensor:
+    """Exact Heaviside step ``1[x >= 0]`` in the dtype of `x` (no gradient)."""
+    return (x >= 0).to(x.dtype)
+
+
+class _HTAFFunction(torch.autograd.Function):
+    """sigmoid(a1 * tanh(a0 * x)) with the closed-form backward of PAPERS.md."""
+
+    @staticmethod
+    def forward(ctx, x, alpha0, alpha1):
+        t = torch.tanh(alpha0 * x)
+        s = torch.sigmoid(alpha1 * t)
+        ctx.save_for_backward(t, s)
+        ctx.alphas = (alpha0, alpha1)
+        return s
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        t, s = ctx.saved_tensors
+        alpha0, alpha1 = ctx.alphas
+        # dHTAF/dx = a0 * a1 * s * (1 - s) * (1 - t**2); every factor is bounded
+        # (s in (0, 1), |t| <= 1), so no overflow for any x or alpha1.
+        sech2 = (1.0 - t * t).clamp_(min=0.0)
+        grad = grad_output * (alpha0 * alpha1) * s * (1.0 - s) * sech2
+        return grad, None, None
+
+
+def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Tensor:
+    """Heavy-tailed activation ``sigmoid(alpha1 * tanh(alpha0 * x))``.
+
+    Differentiable in `x` with the closed-form derivative
+    ``alpha0 * alpha1 * s * (1 - s) * (1 - t**2)`` where ``t = tanh(alpha0 * x)``
+    and ``s = sigmoid(alpha1 * t)``. Numerically safe for any finite `x` and
+    large `alpha1` (no NaN, no inf) in float32 and float64.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Pre-activations.
+    alpha0 : float, default=2.0
+        Inner scale; sets the decay rate ``exp(-2 * alpha0 * |x|)`` of the tail.
+    alpha1 : float, default=11.0
+        Outer scale; the output range is ``(sigmoid(-alpha1), sigmoid(alpha1))``.
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape and dtype as `x`.
+    """
+    return _HTAFFunction.apply(x, float(alpha0), float(alpha1))
+
+
+class StepActivation(nn.Module):
+    """Base of the activations that become the exact step at inference.
+
+    Parameters
+    ----------
+    mode : {"auto", "smooth", "hard"}, default="auto"
+        "auto" is the smooth (training) function in ``train()`` and the exact
+        step ``1[x >= 0]`` in ``eval()``; "smooth" and "hard" force one.
+    """
+
+    def __init__(self, mode: str = "auto") -> None:
+        super().__init__()
+        if mode not in _MODES:
+            raise ValueError(
+                f"The 'mode' parameter of {type(self).__name__} must be one of "
+                f"{_MODES}. Got {mode!r} instead."
+            )
+        self.mode = mode
+
+    @property
+    def is_hard(self) -> bool:
+        """Whether the forward pass is the exact step right now."""
+        return self.mode == "hard" or (self.mode == "auto" and not self.training)
+
+    def smooth(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.is_hard:
+            return heaviside(x)
+        return self.smooth(x)
+
+
+class HTAF(StepActivation):
+    """HTAF module: smooth ``sigmoid(alpha1 * tanh(alpha0 * x))`` / exact step.
+
+    Parameters
+    ----------
+    alpha0 : float, default=2.0
+        Inner scale (tail decay rate).
+    alpha1 : float, default=11.0
+        Outer scale. ``alpha0 * alpha1 ~ 22`` keeps outputs within 0.1 of
+        {0, 1} for ``|x| >= 0.1`` (Theorem 3.2).
+    mode : {"auto", "smooth", "hard"}, default="auto"
+        See :class:`StepActivation`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> act = HTAF(alpha0=2.0, alpha1=11.0)
+    >>> act.eval()(torch.tensor([-0.5, 0.0, 0.5]))
+    tensor([0., 1., 1.])
+    """
+
+    def __init__(self, alpha0: float = 2.0, alpha1: float = 11.0, mode: str = "auto"):
+        super().__init__(mode)
+        self.alpha0 = _check_positive("alpha0", alpha0, "HTAF")
+        self.alpha1 = _check_positive("alpha1", alpha1, "HTAF")
+
+    def smooth(self, x: torch.Tensor) -> torch.Tensor:
+        return htaf(x, self.alpha0, self.alpha1)
+
+    def extra_repr(self) -> str:
+        return f"alpha0={self.alpha0:g}, alpha1={self.alpha1:g}, mode={self.mode!r}"
+
+
+class _STEFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, surrogate, k):
+        ctx.save_for_backward(x)
+        ctx.surrogate, ctx.k = surrogate, k
+        return heaviside(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        if ctx.surrogate == "clip":
+            grad = grad_output * (x.abs() <= 1.0).to(grad_output.dtype)
+        else:
+            s = torch.sigmoid(ctx.k * x)
+            grad = grad_output * ctx.k * s * (1.0 - s)
+        return grad, None, None
+
+
+class STEHeaviside(StepActivation):
+    """Straight-through estimator: forward step, backward a smooth stand-in.
+
+    Parameters
+    ----------
+    surrogate : {"clip", "sigmoid"}, default="clip"
+        "clip": gradient ``1[|x| <= 1]`` (clipped identity); "sigmoid": the
+        derivative of ``sigmoid(k * x)``.
+    k : float, default=4.0
+        Slope of the sigmoid surrogate.
+    mode : {"auto", "smooth", "hard"}, default="auto"
+        "smooth" is the straight-through step (same forward, surrogate
+        gradient); "hard" has no gradient.
+    """
+
+    def __init__(self, surrogate: str = "clip", k: float = 4.0, mode: str = "auto"):
+        super().__init__(mode)
+        if surrogate not in ("clip", "sigmoid"):
+            raise ValueError(
+                "The 'surrogate' parameter of STEHeaviside must be one of "
+                f"('clip', 'sigmoid'). Got {surrogate!r} instead."
+            )
+        self.surrogate = surrogate
+        self.k = _check_positive("k", k, "STEHeaviside")
+
+    def smooth(self, x: torch.Tensor) -> torch.Tensor:
+        return _STEFunction.apply(x, self.surrogate, self.k)
+
+    def extra_repr(self) -> str:
+        return f"surrogate={self.surrogate!r}, k={self.k:g}, mode={self.mode!r}"
+
+
+class ScaledSigmoid(StepActivation):
+    """Scaled sigmoid ``sigmoid(k * x)`` in training, exact step at inference.
+
+    The baseline HTAF is compared with (PAPERS.md, part A). ``k = alpha0 *
+    alpha1`` gives the same slope at 0 as an HTAF.
+
+    Parameters
+    ----------
+    k : float, default=22.0
+        Slope factor.
+    mode : {"auto", "smooth", "hard"}, default="auto"
+        See :class:`StepActivation`.
+    """
+
+    def __init__(self, k: float = 22.0, mode: str = "auto"):
+        super().__init__(mode)
+        self.k = _check_positive("k", k, "ScaledSigmoid")
+
+    def smooth(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.k * x)
+
+    def extra_repr(self) -> str:
+        return f"k={self.k:g}, mode={self.mode!r}"
+
+
+@contextmanager
+def force_step_mode(module: nn.Module, mode: str) -> Iterator[nn.Module]:
+    """Temporarily set the ``mode`` of every :class:`StepActivation` in `module`.
+
+    The previous modes are restored on exit, also after an exception.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES}; got {mode!r}.")
+    acts = [m for m in module.modules() if isinstance(m, StepActivation)]
+    saved = [m.mode for m in acts]
+    try:
+        for m in acts:
+            m.mode = mode
+        yield module
+    finally:
+        for m, old in zip(acts, saved):
+            m.mode = old
+
+
+def _check_eps(eps) -> float:
+    eps = float(eps)
+    if not 0.0 < eps < 0.5:
+        raise ValueError(f"eps must lie in (0, 1/2); got {eps!r}.")
+    return eps
+
+
+def htaf_product_limit(eps: float = 0.1) -> float:
+    """Limit of ``alpha1 * alpha0_min(alpha1)`` as ``alpha1 -> inf`` (Theorem 3.2).
+
+    Equals ``(1 / eps) * log((1 - eps) / eps)``: about 21.97 for ``eps = 0.1``.
+    """
+    eps = _check_eps(eps)
+    return math.log((1.0 - eps) / eps) / eps
+
+
+def htaf_alpha0_min(eps: float, alpha1):
+    """Smallest alpha0 with ``|HTAF(x) - H(x)| <= eps`` for ``|x| >= eps``.
+
+    Proposition 3.1: with ``L = log((1 - eps) / eps)`` and ``alpha1 > L``,
+    ``alpha0_min = (1 / (2 eps)) * log((alpha1 + L) / (alpha1 - L))``. The
+    bound is tight.
+
+    Parameters
+    ----------
+    eps : float
+        Tolerance in (0, 1/2).
+    alpha1 : float or array-like of float
+        Outer scale(s); each must exceed ``L``.
+
+    Returns
+    -------
+    float or ndarray
+    """
+    eps = _check_eps(eps)
+    L = math.log((1.0 - eps) / eps)
+    a1 = np.asarray(alpha1, dtype=np.float64)
+    if np.any(~(a1 > L)):
+        raise ValueError(
+            f"alpha1 must exceed L = log((1 - eps) / eps) = {L:.6g} for eps={eps}; "
+            f"got {alpha1!r}."
+        )
+    out = np.log((a1 + L) / (a1 - L)) / (2.0 * eps)
+    return float(out) if out.ndim == 0 else out
+
+
+def htaf_grid(
+    product: float = 22.0, alpha0: Sequence[float] = (0.5, 1.0, 2.0, 3.0)
+) -> list[dict[str, list[float]]]:
+    """A GridSearchCV ``param_grid`` on the manifold ``alpha0 * alpha1 = product``.
+
+    Returns a list of one-point grids, so that each alpha0 is paired with
+    ``alpha1 = product / alpha0`` only.
+
+    Examples
+    --------
+    >>> htaf_grid(22.0, alpha0=(1.0, 2.0))
+    [{'alpha0': [1.0], 'alpha1': [22.0]}, {'alpha0': [2.0], 'alpha1': [11.0]}]
+    """
+    product = _check_positive("product", product, "htaf_grid")
+    return [
+        {"alpha0": [float(a0)], "alpha1": [product / float(a0)]}
+        for a0 in (_check_positive("alpha0", a, "htaf_grid") for a in alpha0)
+    ]

@@ -1,0 +1,28 @@
+"""Shared fixtures: seeds, hypothesis profile, small real data."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=50, deadline=None, derandomize=True)
+settings.load_profile("ci")
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _seeds_fixed():
+    torch.manual_seed(0)
+    np.random.seed(0)  # noqa: NPY002 (code under test may use the global RNG)
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """scikit-learn's digits scaled to [0, 1], split 75/25 (stratified)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16.0).astype(np.float32)
+    return train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
