@@ -15,6 +15,16 @@ from sksign.nn.activations import (
     htaf_grid,
     htaf_product_limit,
 )
+from sksign.nn.hooks import (
+    SignRecorder,
+    activation_kind,
+    find_activations,
+    pool_signs,
+    quadrant_bounds,
+    record_signs,
+    resolve_layers,
+    temporarily_eval,
+)
 from sksign.nn.modules import MLP, SmallCNN, build_network, make_activation
 
 __all__ = [
@@ -22,9 +32,12 @@ __all__ = [
     "MLP",
     "STEHeaviside",
     "ScaledSigmoid",
+    "SignRecorder",
     "SmallCNN",
     "StepActivation",
+    "activation_kind",
     "build_network",
+    "find_activations",
     "force_step_mode",
     "heaviside",
     "htaf",
@@ -32,4 +45,9 @@ __all__ = [
     "htaf_grid",
     "htaf_product_limit",
     "make_activation",
+    "pool_signs",
+    "quadrant_bounds",
+    "record_signs",
+    "resolve_layers",
+    "temporarily_eval",
 ]
