@@ -5,5 +5,12 @@
 
 from sksign.estimators._callbacks import RelaxationGap
 from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
+from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
 
-__all__ = ["HTAFNetClassifier", "HTAFNetRegressor", "RelaxationGap"]
+__all__ = [
+    "ConceptRecord",
+    "HTAFNetClassifier",
+    "HTAFNetRegressor",
+    "ICBMClassifier",
+    "RelaxationGap",
+]

@@ -38,8 +38,12 @@ _COMMON_PARAMS_DOC = """
     alpha1 : float, default=11.0
         HTAF outer scale. Keep ``alpha0 * alpha1 ~ 22`` (see
         :func:`sksign.nn.activations.htaf_grid`).
-    architecture : {"mlp", "cnn"} or nn.Module subclass, default="mlp"
-        Built-in net, or a module class instantiated as
+    architecture : {"mlp", "cnn", "bnn", "snn"} or nn.Module subclass, \
+default="mlp"
+        Built-in net: "mlp" (with a step-like activation, a deep Heaviside
+        net), "cnn", "bnn" (binary weights and activations with real-valued
+        shortcuts, Bi-Real style) or "snn" (integrate-and-fire neurons over
+        ``time_steps``); or a module class instantiated as
         ``architecture(n_features=..., n_outputs=..., **module_params)``
         with the ``module__*`` parameters.
     input_shape : tuple of int, default=None

@@ -15,6 +15,7 @@ from sksign.nn.activations import (
     htaf_grid,
     htaf_product_limit,
 )
+from sksign.nn.binary import BinaryLinear, BinaryMLP, binary_sign
 from sksign.nn.hooks import (
     SignRecorder,
     activation_kind,
@@ -25,11 +26,21 @@ from sksign.nn.hooks import (
     resolve_layers,
     temporarily_eval,
 )
+from sksign.nn.icbm import ICBMNet
 from sksign.nn.modules import MLP, SmallCNN, build_network, make_activation
+from sksign.nn.spiking import IFNeuron, SpikingMLP
+from sksign.nn.summary import binary_summary
 
 __all__ = [
     "HTAF",
     "MLP",
+    "BinaryLinear",
+    "BinaryMLP",
+    "ICBMNet",
+    "IFNeuron",
+    "SpikingMLP",
+    "binary_sign",
+    "binary_summary",
     "STEHeaviside",
     "ScaledSigmoid",
     "SignRecorder",
