@@ -6,6 +6,7 @@
 from sksign.estimators._callbacks import RelaxationGap
 from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
 from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
+from sksign.estimators._sign_knn import SignKNNClassifier
 
 __all__ = [
     "ConceptRecord",
@@ -13,4 +14,5 @@ __all__ = [
     "HTAFNetRegressor",
     "ICBMClassifier",
     "RelaxationGap",
+    "SignKNNClassifier",
 ]

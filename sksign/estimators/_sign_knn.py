@@ -1,0 +1,509 @@
+"""sign-kNN: k nearest neighbours on bit codes under the normalised Hamming distance."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import importlib
+from collections.abc import Iterator
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.neighbors._base import _get_weights
+from sklearn.utils import gen_batches
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from sksign.metrics.pairwise import (
+    _as_words,
+    _auto_batch_size,
+    _bits_of,
+    _check_n_bits,
+    _knn_words,
+    _n_threads,
+    _pairwise_words,
+)
+
+__all__ = ["SignKNNClassifier"]
+
+
+def _import_faiss():
+    try:
+        return importlib.import_module("faiss")
+    except ImportError as exc:
+        raise ImportError(
+            "algorithm='faiss' needs the faiss package, which is not installed. "
+            "Install it with `pip install sksign[faiss]` (or `pip install "
+            "faiss-cpu`), or use algorithm='popcount'."
+        ) from exc
+
+
+class SignKNNClassifier(ClassifierMixin, BaseEstimator):
+    """k-nearest-neighbours vote on bit codes, by normalised Hamming distance.
+
+    The sign-kNN of the Sign Code paper: every sample is a bit code (for instance
+    the signs of a net's last hidden layer), the distance between two codes is
+    the fraction of bits in which they differ (``metric="hamming"`` in
+    scikit-learn), and a query takes the (weighted) majority label of its
+    `n_neighbors` nearest training codes. The codes are packed 64 bits to a word
+    and compared with XOR + popcount, so the fitted model holds about
+    ``n_samples * n_bits / 8`` bytes and never a float per bit.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+        Number of neighbours that vote.
+
+    weights : {"uniform", "distance"}, default="uniform"
+        "uniform": every neighbour counts once. "distance": neighbours count
+        ``1 / distance``; when a query has neighbours at distance 0 they get all
+        the weight, shared equally (as in scikit-learn).
+
+    packed : bool, default=False
+        If False, `X` holds one value per bit (0/1, +-1 or bool; the bit is
+        ``x > 0``). If True, `X` holds packed codes of dtype uint8, 8 bits per
+        byte, most significant bit first (see
+        :func:`sksign.metrics.pairwise.pack_bits`).
+
+    n_bits : int, default=None
+        With ``packed=True``, the number of bits per row (padding bits past it
+        are ignored); None means ``8 * n_bytes``. With ``packed=False`` it must be
+        None or the number of features.
+
+    algorithm : {"auto", "popcount", "faiss"}, default="auto"
+        Search backend. "popcount" is the built-in numba kernel, "faiss" a faiss
+        binary index (``IndexBinaryFlat``, which gives the same neighbours in the
+        same order). "auto" is "popcount", or "faiss" when `approximate` is True.
+
+    approximate : bool, default=False
+        If True, search an approximate faiss ``IndexBinaryHNSW`` (for millions of
+        codes); neighbours may then differ from the exact ones. Needs faiss.
+
+    batch_size : int, default=None
+        Query rows handled at a time by `kneighbors`, `predict` and
+        `predict_proba` (training rows by `fit`), which bounds their memory;
+        None picks a size of about 64 MiB of input. Results do not depend on it.
+
+    n_jobs : int, default=None
+        Number of threads for the search; None means 1 unless in a
+        :func:`joblib.parallel_config` context, -1 means all processors.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+
+    n_features_in_ : int
+        Number of columns of `X` seen in `fit` (bytes when ``packed=True``).
+
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during `fit`, when `X` has string column names.
+
+    n_bits_ : int
+        Number of bits per code.
+
+    n_samples_fit_ : int
+        Number of training codes.
+
+    See Also
+    --------
+    sklearn.neighbors.KNeighborsClassifier : The same vote with
+        ``metric="hamming"``, on a float per bit.
+    sksign.metrics.pairwise.packed_kneighbors : The search on packed codes.
+
+    Notes
+    -----
+    Hamming distances are integers over ``n_bits_``, so ties are common. They are
+    broken by the training index: neighbours are ordered by ``(distance, index)``
+    and, at the k-th place, the training code that comes first wins. The
+    distances always equal scikit-learn's; the indices (and so a vote) can differ
+    from scikit-learn's only where it breaks such a tie another way. A tie in the
+    vote goes to the class that comes first in `classes_`.
+
+    With ``algorithm="faiss"`` and ``approximate=False`` the results are the same
+    as with the popcount kernel, including the tie order.
+
+    `predict` and `predict_proba` also accept an iterator of arrays (a generator
+    of row batches, say) and return the results for all rows; a
+    :class:`numpy.memmap` is read in row batches, without a float copy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.estimators import SignKNNClassifier
+    >>> X = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 1, 1], [0, 1, 1, 1]])
+    >>> y = np.array([0, 0, 1, 1])
+    >>> clf = SignKNNClassifier(n_neighbors=1).fit(X, y)
+    >>> clf.predict([[1, 0, 0, 0], [0, 0, 0, 1]])
+    array([0, 1])
+    >>> clf.kneighbors([[1, 0, 0, 0]], n_neighbors=2)
+    (array([[0.25, 0.5 ]]), array([[0, 1]]))
+    """
+
+    _parameter_constraints: dict = {
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "weights": [StrOptions({"uniform", "distance"})],
+        "packed": ["boolean"],
+        "n_bits": [Interval(Integral, 1, None, closed="left"), None],
+        "algorithm": [StrOptions({"auto", "popcount", "faiss"})],
+        "approximate": ["boolean"],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(
+        self,
+        n_neighbors=5,
+        *,
+        weights="uniform",
+        packed=False,
+        n_bits=None,
+        algorithm="auto",
+        approximate=False,
+        batch_size=None,
+        n_jobs=None,
+    ):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.packed = packed
+        self.n_bits = n_bits
+        self.algorithm = algorithm
+        self.approximate = approximate
+        self.batch_size = batch_size
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # Continuous features are reduced to one bit each (x > 0), which loses
+        # most of the information of the common checks' Gaussian blobs.
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    # ------------------------------------------------------------------ helpers
+    def _validate_X(self, X, reset):
+        """Validated `X` (no float copy of integer or bool input)."""
+        return validate_data(
+            self,
+            X,
+            reset=reset,
+            dtype=None if self.packed else "numeric",
+        )
+
+    def _encode(self, X, n_bits):
+        """uint64 words of the rows of a validated `X` (a batch)."""
+        if self.packed:
+            if X.dtype != np.uint8:
+                raise TypeError(
+                    "With packed=True, X must hold bit-packed codes of dtype uint8 "
+                    f"(see sksign.metrics.pairwise.pack_bits); got dtype {X.dtype}."
+                )
+            return _as_words(X, n_bits)
+        return _as_words(np.packbits(_bits_of(X, "X"), axis=1), n_bits)
+
+    def _encode_all(self, X, n_bits):
+        """Words of all rows of `X`, converted batch by batch."""
+        words = np.empty((X.shape[0], (n_bits + 63) // 64), dtype=np.uint64)
+        for rows in self._batches(X):
+            words[rows] = self._encode(X[rows], n_bits)
+        return words
+
+    def _batches(self, X):
+        row_bytes = X.shape[1] * X.dtype.itemsize
+        return gen_batches(X.shape[0], _auto_batch_size(self.batch_size, row_bytes))
+
+    def _build_faiss_index(self, words):
+        faiss = _import_faiss()
+        codes = words.view(np.uint8)
+        dim = 8 * codes.shape[1]
+        if self.approximate:
+            index = faiss.IndexBinaryHNSW(dim, 32)
+            index.hnsw.efConstruction = 80
+            index.hnsw.efSearch = 128
+        else:
+            index = faiss.IndexBinaryFlat(dim)
+        index.add(np.ascontiguousarray(codes))
+        return index
+
+    def _search(self, words, n_neighbors):
+        """(counts, indices) of the nearest training codes of query words."""
+        n_threads = _n_threads(self.n_jobs)
+        if self._faiss_index is None:
+            return _knn_words(words, self._fit_words, n_neighbors, n_threads)
+        faiss = _import_faiss()
+        old = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(n_threads)
+        try:
+            dist, ind = self._faiss_index.search(words.view(np.uint8), n_neighbors)
+        finally:
+            faiss.omp_set_num_threads(old)
+        return dist.astype(np.int64), ind.astype(np.int64)
+
+    def _check_n_neighbors(self, n_neighbors, n_samples, query_is_train):
+        if n_neighbors is None:
+            n_neighbors = self.n_neighbors
+        elif isinstance(n_neighbors, bool) or not isinstance(n_neighbors, Integral):
+            raise TypeError(
+                f"n_neighbors must be an int; got {type(n_neighbors).__name__} "
+                f"{n_neighbors!r}."
+            )
+        elif n_neighbors <= 0:
+            raise ValueError(f"Expected n_neighbors > 0. Got {n_neighbors}")
+        n_fit = self.n_samples_fit_
+        if n_neighbors + query_is_train > n_fit:
+            inequality = "<" if query_is_train else "<="
+            raise ValueError(
+                f"Expected n_neighbors {inequality} n_samples_fit, but "
+                f"n_neighbors = {n_neighbors}, n_samples_fit = {n_fit}, "
+                f"n_samples = {n_samples}"
+            )
+        return int(n_neighbors)
+
+    # ---------------------------------------------------------------------- API
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Store the training codes, packed, and their labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Codes: 0/1, +-1 or bool values (bit = x > 0), or, with
+            ``packed=True``, uint8 rows of packed bits.
+
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : SignKNNClassifier
+            The fitted estimator.
+        """
+        # A failing fit leaves a fitted estimator exactly as it was.
+        state = dict(self.__dict__)
+        try:
+            X, y = validate_data(self, X, y, dtype=None if self.packed else "numeric")
+            check_classification_targets(y)
+            if self.packed:
+                n_bits = _check_n_bits(self.n_bits, X.shape[1])
+            else:
+                if self.n_bits is not None and self.n_bits != X.shape[1]:
+                    raise ValueError(
+                        f"n_bits={self.n_bits} does not match X, which has "
+                        f"{X.shape[1]} features (one per bit, packed=False); "
+                        "leave n_bits=None or use packed=True."
+                    )
+                n_bits = X.shape[1]
+            if self.approximate and self.algorithm == "popcount":
+                raise ValueError(
+                    "approximate=True needs algorithm='faiss' (or 'auto'); got "
+                    "algorithm='popcount', which is exact."
+                )
+            use_faiss = self.algorithm == "faiss" or self.approximate
+            words = self._encode_all(X, n_bits)
+            faiss_index = self._build_faiss_index(words) if use_faiss else None
+            classes, y_encoded = np.unique(y, return_inverse=True)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
+        self.classes_ = classes
+        self.n_bits_ = n_bits
+        self.n_samples_fit_ = words.shape[0]
+        self._y = y_encoded.astype(np.intp)
+        self._fit_words = words
+        self._faiss_index = faiss_index
+        return self
+
+    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+        """Find the k nearest training codes of each query.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), default=None
+            Query codes, in the format of `fit`. None: the training codes, each
+            without itself (as in scikit-learn).
+
+        n_neighbors : int, default=None
+            Number of neighbours; None means the `n_neighbors` parameter.
+
+        return_distance : bool, default=True
+            Whether to return the distances.
+
+        Returns
+        -------
+        neigh_dist : ndarray of shape (n_queries, n_neighbors)
+            Normalised Hamming distances, ascending; only when
+            `return_distance` is True.
+
+        neigh_ind : ndarray of shape (n_queries, n_neighbors)
+            Indices of the neighbours in the training set; ties are ordered by
+            index.
+        """
+        check_is_fitted(self)
+        query_is_train = X is None
+        if not query_is_train:
+            X = self._validate_X(X, reset=False)
+        n_queries = self.n_samples_fit_ if query_is_train else X.shape[0]
+        n_neighbors = self._check_n_neighbors(n_neighbors, n_queries, query_is_train)
+        if query_is_train:
+            dist, ind = self._search_train(n_neighbors)
+        else:
+            dist = np.empty((n_queries, n_neighbors), dtype=np.int64)
+            ind = np.empty((n_queries, n_neighbors), dtype=np.int64)
+            for rows in self._batches(X):
+                words = self._encode(X[rows], self.n_bits_)
+                dist[rows], ind[rows] = self._search(words, n_neighbors)
+        if return_distance:
+            return dist / self.n_bits_, ind
+        return ind
+
+    def _search_train(self, n_neighbors):
+        """Neighbours of every training code, each without itself."""
+        n = self.n_samples_fit_
+        step = _auto_batch_size(self.batch_size, 8 * self._fit_words.shape[1])
+        dist = np.empty((n, n_neighbors), dtype=np.int64)
+        ind = np.empty((n, n_neighbors), dtype=np.int64)
+        for rows in gen_batches(n, step):
+            d, i = self._search(self._fit_words[rows], n_neighbors + 1)
+            is_self = i == np.arange(rows.start, rows.stop)[:, None]
+            # Drop the code itself, or, where duplicates with smaller indices
+            # push it past the k + 1 found, the last one.
+            is_self[~is_self.any(axis=1), -1] = True
+            keep = ~is_self
+            dist[rows] = d[keep].reshape(-1, n_neighbors)
+            ind[rows] = i[keep].reshape(-1, n_neighbors)
+        return dist, ind
+
+    def radius_neighbors(
+        self, X=None, radius=None, return_distance=True, sort_results=False
+    ):
+        """Find the training codes within a normalised Hamming distance.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), default=None
+            Query codes, in the format of `fit`. None: the training codes, each
+            without itself.
+
+        radius : float
+            Largest normalised distance (in [0, 1]) returned; required, since
+            the estimator has no default radius.
+
+        return_distance : bool, default=True
+            Whether to return the distances.
+
+        sort_results : bool, default=False
+            If True, sort each query's neighbours by ``(distance, index)``;
+            otherwise they come in training order.
+
+        Returns
+        -------
+        neigh_dist : ndarray of shape (n_queries,), dtype=object
+            One array of distances per query; only when `return_distance` is
+            True.
+
+        neigh_ind : ndarray of shape (n_queries,), dtype=object
+            One array of training indices per query.
+        """
+        check_is_fitted(self)
+        if radius is None or isinstance(radius, bool) or not isinstance(radius, Real):
+            raise ValueError(
+                f"radius must be a real number (a normalised distance in [0, 1]); "
+                f"got {radius!r}."
+            )
+        query_is_train = X is None
+        if not query_is_train:
+            X = self._validate_X(X, reset=False)
+        n_queries = self.n_samples_fit_ if query_is_train else X.shape[0]
+        n_threads = _n_threads(self.n_jobs)
+        # Bounded memory: a batch holds at most 4M distances (~48 MiB).
+        step = _auto_batch_size(self.batch_size, 0)
+        step = max(1, min(step, (1 << 22) // self.n_samples_fit_))
+        all_dist = np.empty(n_queries, dtype=object)
+        all_ind = np.empty(n_queries, dtype=object)
+        for rows in gen_batches(n_queries, step):
+            if query_is_train:
+                words = self._fit_words[rows]
+            else:
+                words = self._encode(X[rows], self.n_bits_)
+            counts = np.empty((words.shape[0], self.n_samples_fit_), dtype=np.int32)
+            _pairwise_words(words, self._fit_words, counts, n_threads)
+            dist = counts / self.n_bits_
+            for r, q in enumerate(range(rows.start, rows.stop)):
+                (ind,) = np.nonzero(dist[r] <= radius)
+                if query_is_train:
+                    ind = ind[ind != q]
+                d = dist[r, ind]
+                if sort_results:
+                    order = np.argsort(d, kind="stable")
+                    d, ind = d[order], ind[order]
+                all_dist[q], all_ind[q] = d, ind
+        if return_distance:
+            return all_dist, all_ind
+        return all_ind
+
+    def predict_proba(self, X):
+        """Class probabilities: the (weighted) share of each class among neighbours.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or iterator of arrays
+            Query codes, in the format of `fit`; an iterator of row batches is
+            handled batch by batch.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes)
+            Class probabilities, in the order of `classes_`.
+        """
+        check_is_fitted(self)
+        if isinstance(X, Iterator):
+            batches = [self.predict_proba(batch) for batch in X]
+            if not batches:
+                return np.empty((0, len(self.classes_)))
+            return np.concatenate(batches)
+        dist, ind = self.kneighbors(X)
+        weights = _get_weights(dist, self.weights)
+        n_queries, n_classes = ind.shape[0], len(self.classes_)
+        flat = (np.arange(n_queries)[:, None] * n_classes + self._y[ind]).ravel()
+        proba = np.bincount(
+            flat,
+            weights=None if weights is None else weights.ravel(),
+            minlength=n_queries * n_classes,
+        ).reshape(n_queries, n_classes)
+        normalizer = proba.sum(axis=1, keepdims=True)
+        normalizer[normalizer == 0.0] = 1.0
+        return proba / normalizer
+
+    def predict(self, X):
+        """Predict the majority (or weighted majority) label of the neighbours.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features), or iterator of arrays
+            Query codes, in the format of `fit`; an iterator of row batches is
+            handled batch by batch.
+
+        Returns
+        -------
+        y : ndarray of shape (n_queries,)
+            Predicted labels; a tie in the vote goes to the first class in
+            `classes_`.
+        """
+        check_is_fitted(self)
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        index = state.get("_faiss_index")
+        if index is not None:
+            faiss = _import_faiss()
+            state["_faiss_index"] = faiss.serialize_index_binary(index)
+        return state
+
+    def __setstate__(self, state):
+        index = state.get("_faiss_index")
+        if index is not None:
+            faiss = _import_faiss()
+            state = {**state, "_faiss_index": faiss.deserialize_index_binary(index)}
+        super().__setstate__(state)
