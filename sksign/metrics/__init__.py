@@ -3,6 +3,15 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign.metrics._geometry import loo_purity, sign_gap
+from sksign.metrics._scorers import (
+    GateDominanceReport,
+    gate_dominance,
+    gate_dominance_report,
+    intervention_score,
+    make_gate_dominance_scorer,
+    make_intervention_scorer,
+)
 from sksign.metrics.pairwise import (
     pack_bits,
     packed_hamming_distances,
@@ -11,8 +20,16 @@ from sksign.metrics.pairwise import (
 )
 
 __all__ = [
+    "GateDominanceReport",
+    "gate_dominance",
+    "gate_dominance_report",
+    "intervention_score",
+    "loo_purity",
+    "make_gate_dominance_scorer",
+    "make_intervention_scorer",
     "pack_bits",
     "packed_hamming_distances",
     "packed_kneighbors",
+    "sign_gap",
     "unpack_bits",
 ]

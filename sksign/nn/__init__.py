@@ -27,6 +27,11 @@ from sksign.nn.hooks import (
     temporarily_eval,
 )
 from sksign.nn.icbm import ICBMNet
+from sksign.nn.interventions import (
+    magnitude_randomization,
+    reference_magnitudes,
+    sign_flip,
+)
 from sksign.nn.modules import MLP, SmallCNN, build_network, make_activation
 from sksign.nn.spiking import IFNeuron, SpikingMLP
 from sksign.nn.summary import binary_summary
@@ -55,10 +60,13 @@ __all__ = [
     "htaf_alpha0_min",
     "htaf_grid",
     "htaf_product_limit",
+    "magnitude_randomization",
     "make_activation",
     "pool_signs",
     "quadrant_bounds",
     "record_signs",
+    "reference_magnitudes",
     "resolve_layers",
+    "sign_flip",
     "temporarily_eval",
 ]

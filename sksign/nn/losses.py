@@ -36,12 +36,26 @@ def sign_repulsion_loss(
     -------
     torch.Tensor
         A scalar; 0 when the batch holds no same-class pair.
+
+    Notes
+    -----
+    The sigmoid gates are normalised in log space, so a sample whose gates
+    all underflow (every unit far below 0) keeps its exact direction instead
+    of becoming the zero vector: switching every unit off is no escape from
+    the penalty.
     """
     if gate not in ("sigmoid", "tanh"):
         raise ValueError(f"gate must be 'sigmoid' or 'tanh'; got {gate!r}.")
     z = z.reshape(z.shape[0], -1)
-    g = torch.sigmoid(z / tau) if gate == "sigmoid" else torch.tanh(z / tau)
-    g = F.normalize(g, p=2, dim=1)
+    if gate == "sigmoid":
+        # Normalise in log space: with tau = 0.005 a sample whose units are all
+        # off has gates that underflow to 0, and F.normalize would map them to
+        # the zero vector, a penalty-free escape. The log-space form gives the
+        # exact direction of sigmoid(z / tau) whatever its scale.
+        log_g = F.logsigmoid(z / tau)
+        g = torch.exp(log_g - 0.5 * torch.logsumexp(2.0 * log_g, dim=1, keepdim=True))
+    else:
+        g = F.normalize(torch.tanh(z / tau), p=2, dim=1)
     gram = g @ g.T
     y = y.reshape(-1)
     same = (y[:, None] == y[None, :]) & ~torch.eye(

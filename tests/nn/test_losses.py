@@ -24,6 +24,15 @@ def test_repulsion_loss_hand_made_batch():
     assert got_t.item() == pytest.approx((gt[0] @ gt[1]) ** 2, rel=1e-6)
 
 
+def test_repulsion_loss_all_off_gates_are_no_escape():
+    """Check units all far below 0 (gates underflow) still give the penalty."""
+    z = torch.full((2, 5), -10.0)
+    z[:, 0] = -9.0  # the least negative unit dominates the direction
+    y = torch.tensor([3, 3])
+    assert torch.sigmoid(z / 0.005).max().item() == 0.0  # underflows in float32
+    assert sign_repulsion_loss(z, y, tau=0.005).item() == pytest.approx(1.0)
+
+
 def test_repulsion_loss_no_pairs_is_zero():
     """Check a batch without same-class pairs gives 0."""
     z = torch.randn(3, 4)
