@@ -369,11 +369,11 @@ def reference_magnitudes(
 
     Returns
     -------
-    mu : dict of str to torch.Tensor of shape (2, *unit_shape), float64
+    mu : dict of str to torch.Tensor of shape ``(2, *unit_shape)``, float64
         ``mu[name][0]`` is ``mu_j(-1)``, ``mu[name][1]`` is ``mu_j(+1)``. A
         unit that never takes sign ``s`` on the reference data gets
         ``mu_j(s) = 0`` (so "matched" noise for it is 0).
-    counts : dict of str to torch.Tensor of shape (2, *unit_shape), int64
+    counts : dict of str to torch.Tensor of shape ``(2, *unit_shape)``, int64
         How many reference samples had each sign.
     """
     named = _layer_dict(module, layers)

@@ -14,7 +14,7 @@ __all__ = ["repulsion_lambda", "sign_repulsion_loss"]
 def sign_repulsion_loss(
     z: torch.Tensor, y: torch.Tensor, *, tau: float = 0.005, gate: str = "sigmoid"
 ) -> torch.Tensor:
-    """Mean over same-class pairs ``i != j`` of ``(g(x_i) . g(x_j)) ** 2``.
+    """Mean over same-class pairs ``i != j`` of ``(g(x_i) @ g(x_j)) ** 2``.
 
     ``g`` is the l2-normalised smooth gate proxy of the pre-activations `z`:
     ``sigmoid(z / tau)`` (ReLU/SiLU/GELU and step-like units) or

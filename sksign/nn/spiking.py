@@ -84,9 +84,10 @@ class IFNeuron(StepActivation):
     mode : {"auto", "smooth", "hard"}, default="auto"
         See :class:`~sksign.nn.activations.StepActivation`.
 
-    Shape
+    Notes
     -----
-    Input ``(batch, time, *features)``, output the same (spikes).
+    Input shape ``(batch, time, *features)``; the output (spikes) has the
+    same shape.
     """
 
     def __init__(

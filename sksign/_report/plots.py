@@ -1,0 +1,127 @@
+"""Matplotlib figures of the reports (Agg backend, no display needed)."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from sksign.nn.activations import htaf, htaf_alpha0_min  # noqa: E402
+
+__all__ = [
+    "plot_gate_dominance_width",
+    "plot_grid_search",
+    "plot_htaf_shape",
+    "plot_interventions",
+]
+
+_MARKERS = "osd^v<>pPX*"
+
+
+def htaf_and_derivative(x, alpha0, alpha1):
+    """HTAF and its derivative (through the library's closed-form backward)."""
+    t = torch.as_tensor(np.asarray(x, dtype=np.float64)).requires_grad_(True)
+    y = htaf(t, alpha0, alpha1)
+    (g,) = torch.autograd.grad(y.sum(), t)
+    return y.detach().numpy(), g.numpy()
+
+
+def plot_htaf_shape(pairs=((0.5, 44.0), (1.0, 22.0), (2.0, 11.0), (3.0, 22 / 3)),
+                    k=22.0, eps=0.1):
+    """HTAF on the 22-manifold and its derivative against sigmoid(k x)."""
+    x = np.linspace(-3, 3, 1201)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    ax0.step(x, (x >= 0).astype(float), where="post", color="k", lw=1, ls=":",
+             label="step H(x)")
+    for a0, a1 in pairs:
+        y, g = htaf_and_derivative(x, a0, a1)
+        label = f"HTAF a0={a0:g}, a1={a1:.3g}"
+        ax0.plot(x, y, label=label)
+        ax1.semilogy(x, np.maximum(g, 1e-30), label=label)
+    s = 1.0 / (1.0 + np.exp(-k * x))
+    ax0.plot(x, s, "k--", label=f"sigmoid({k:g} x)")
+    ax1.semilogy(x, np.maximum(k * s * (1 - s), 1e-30), "k--",
+                 label=f"sigmoid({k:g} x)")
+    ax0.axhspan(1 - eps, 1, color="tab:green", alpha=0.08)
+    ax0.axhspan(0, eps, color="tab:green", alpha=0.08)
+    ax0.axvspan(-eps, eps, color="tab:red", alpha=0.08)
+    ax0.set(xlabel="x", ylabel="activation",
+            title=f"HTAF vs step; eps-band = {eps:g} (shaded)")
+    ax1.set(xlabel="x", ylabel="derivative (log scale)", ylim=(1e-12, 30),
+            title="Derivative: HTAF tail decays like exp(-2 a0 |x|)")
+    ax0.legend(fontsize=7, loc="upper left")
+    ax1.legend(fontsize=7, loc="lower center")
+    fig.tight_layout()
+    return fig
+
+
+def plot_epsilon_bound(eps_values=(0.05, 0.1, 0.2)):
+    """alpha0_min(alpha1) of Proposition 3.1 and the product limit."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for eps in eps_values:
+        L = np.log((1 - eps) / eps)
+        a1 = np.geomspace(L * 1.01, 500, 300)
+        ax.loglog(a1, htaf_alpha0_min(eps, a1), label=f"eps={eps:g}")
+    ax.set(xlabel="alpha1", ylabel="alpha0_min", title="Proposition 3.1")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_interventions(curves, alphas):
+    """Accuracy vs alpha; `curves` maps (activation, kind, definition) -> accs."""
+    kinds = sorted({k for _, k, _ in curves})
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4),
+                             squeeze=False)
+    acts = sorted({a for a, _, _ in curves})
+    colors = {a: f"C{i}" for i, a in enumerate(acts)}
+    for ax, kind in zip(axes[0], kinds):
+        defs = sorted({d for _, k, d in curves if k == kind})
+        styles = dict(zip(defs, ["-", "--", ":", "-."]))
+        for (act, k, d), accs in curves.items():
+            if k != kind:
+                continue
+            ax.plot(alphas, accs, styles[d], marker="o", ms=3, color=colors[act],
+                    label=f"{act}, {d}")
+        ax.axhline(0.1, color="grey", lw=0.8, ls=":")
+        ax.set(xlabel="alpha (share of units intervened on)", ylabel="accuracy",
+               title=f"intervention: {kind}", ylim=(0, 1.02))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_gate_dominance_width(rows):
+    """Median Z1 against width; `rows` maps activation -> (widths, z1)."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for i, (act, (widths, z1)) in enumerate(sorted(rows.items())):
+        ax.loglog(widths, z1, marker=_MARKERS[i % len(_MARKERS)], label=act)
+    all_w = np.array(sorted({w for ws, _ in rows.values() for w in ws}), float)
+    if len(all_w):
+        ref = np.sqrt(all_w / all_w[0])
+        first = [z[0] for _, z in rows.values() if len(z) and z[0] > 0]
+        if first:
+            ax.loglog(all_w, ref * max(first), "k:", lw=1, label="~ sqrt(width)")
+    ax.set(xlabel="width of the last hidden layer", ylabel="median Z1",
+           title="Gate dominance vs width")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_grid_search(alpha0, scores, stds):
+    """Cross-validated accuracy along the manifold alpha0 * alpha1 = const."""
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.errorbar(alpha0, scores, yerr=stds, marker="o", capsize=3)
+    ax.set_xscale("log")
+    ax.set(xlabel="alpha0 (alpha1 = 22 / alpha0)", ylabel="CV accuracy",
+           title="GridSearchCV on the 22-manifold")
+    fig.tight_layout()
+    return fig

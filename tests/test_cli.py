@@ -1,0 +1,264 @@
+"""End-to-end tests of ``python -m sksign`` (demo, reproduce, --help)."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sksign.__main__ import build_parser, main
+from sksign._report._common import fmt, markdown_table, read_markdown_tables
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CSVS = (
+    "summary",
+    "htaf_step_vs_smooth",
+    "epsilon_bound",
+    "grid_search",
+    "sign_codes",
+    "interventions",
+    "gate_dominance",
+    "icbm_accuracy",
+    "icbm_concepts",
+)
+PNGS = ("htaf_shape", "grid_search", "interventions", "gate_dominance_width")
+
+
+def _env():
+    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    return env
+
+
+def _run(*args, cwd, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "sksign", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _read_csv(path):
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    return rows[0], rows[1:]
+
+
+def test_demo_end_to_end(tmp_path):
+    """Run the quick demo once and check everything it writes.
+
+    One test function (not a module fixture shared by several tests) so that
+    pytest-xdist never runs the demo twice.
+    """
+    proc = _run("demo", "--quick", "--no-progress", "--out", str(tmp_path),
+                cwd=tmp_path)
+    demo = (proc, tmp_path)
+    check_demo_runs_and_prints_summary(demo)
+    check_demo_writes_all_files(demo)
+    check_report_tables_equal_csv_files(demo)
+    check_numbers_are_consistent_with_each_other(demo)
+    check_every_intervention_number_names_its_definition(demo)
+
+
+def check_demo_runs_and_prints_summary(demo):
+    proc, out = demo
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Failed sections" not in proc.stdout
+    assert "[skipped]" not in proc.stderr, proc.stderr[-2000:]
+    assert "section" in proc.stdout and "quantity" in proc.stdout
+    assert str((out / "report.md").resolve()) in proc.stdout
+    # every headline number of summary.csv is on the terminal
+    _, rows = _read_csv(out / "summary.csv")
+    for _section, quantity, value, _ in rows:
+        line = next(
+            (ln for ln in proc.stdout.splitlines() if quantity in ln), None
+        )
+        assert line is not None and value in line, (quantity, value)
+
+
+def check_demo_writes_all_files(demo):
+    _, out = demo
+    assert (out / "report.md").is_file()
+    for name in CSVS:
+        header, rows = _read_csv(out / f"{name}.csv")
+        assert header and rows, name
+    import matplotlib.image as mpimg
+
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for name in PNGS:
+        path = out / f"{name}.png"
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        img = mpimg.imread(path)
+        assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+        assert img.std() > 0  # not a blank canvas
+        assert f"]({name}.png)" in report
+
+
+def check_report_tables_equal_csv_files(demo):
+    """Each CSV appears in report.md as a table with exactly the same cells."""
+    _, out = demo
+    tables = read_markdown_tables((out / "report.md").read_text(encoding="utf-8"))
+    by_header = {tuple(t[0]): t[1:] for t in tables}
+    for name in CSVS:
+        header, rows = _read_csv(out / f"{name}.csv")
+        assert tuple(header) in by_header, f"{name}.csv has no table in report.md"
+        assert by_header[tuple(header)] == rows, name
+
+
+def _table(out, name):
+    header, rows = _read_csv(out / f"{name}.csv")
+    return [dict(zip(header, r)) for r in rows]
+
+
+def check_numbers_are_consistent_with_each_other(demo):
+    _, out = demo
+    # relaxation gap = smooth - step; STE has no smooth forward, so no gap
+    for r in _table(out, "htaf_step_vs_smooth"):
+        gap = float(r["test_acc_smooth"]) - float(r["test_acc_step"])
+        assert abs(gap - float(r["relaxation_gap"])) < 2e-4
+        assert 0 <= float(r["binarization_rate"]) <= 1
+        if r["activation"] == "ste":
+            assert float(r["binarization_rate"]) == 1.0
+    # the epsilon bound holds at alpha0_min and fails just below it
+    for r in _table(out, "epsilon_bound"):
+        assert float(r["max_err_at_alpha0_min"]) <= float(r["eps"])
+        assert float(r["max_err_at_0.99_alpha0_min"]) > float(r["eps"])
+    # the grid stays on the 22-manifold
+    for r in _table(out, "grid_search"):
+        assert abs(float(r["alpha0_x_alpha1"]) - 22.0) < 1e-3
+    # sign gap = err(kNN) - err(net)
+    net_acc = {}
+    for r in _table(out, "sign_codes"):
+        gap = float(r["net_test_acc"]) - float(r["sign_knn_test_acc"])
+        assert abs(gap - float(r["sign_gap"])) < 2e-4
+        net_acc[r["activation"]] = r["net_test_acc"]
+    # alpha = 0 is the clean net of section 3, for all four definitions
+    rows = _table(out, "interventions")
+    assert {(r["kind"], r["definition"]) for r in rows} == {
+        ("sign_flip", "literal"),
+        ("sign_flip", "gate"),
+        ("magnitude", "standard"),
+        ("magnitude", "matched"),
+    }
+    for r in rows:
+        assert r["alpha=0.0000"] == net_acc[r["activation"]]
+        accs = [float(v) for k, v in r.items() if k.startswith("alpha=")]
+        assert all(0 <= a <= 1 for a in accs)
+    # gate dominance: eps_1 = 1 - agreement, bounded by the union bound
+    for r in _table(out, "gate_dominance"):
+        assert abs(float(r["eps_1"]) + float(r["agreement"]) - 1) < 2e-4
+        assert float(r["eps_1"]) <= float(r["union_bound"]) + 2e-4
+    # ICBM concepts: specificity sorted, in [0, 1]
+    spec = [float(r["specificity"]) for r in _table(out, "icbm_concepts")]
+    assert spec == sorted(spec, reverse=True)
+    assert all(0 <= s <= 1 for s in spec)
+
+
+def check_every_intervention_number_names_its_definition(demo):
+    _, out = demo
+    summary = _table(out, "summary")
+    inter = [r for r in summary if r["section"] == "interventions"]
+    assert inter
+    for r in inter:
+        assert r["definition"], r
+        assert any(d in r["quantity"] for d in ("literal", "gate", "standard",
+                                                  "matched"))
+
+
+# -- --help ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ["demo", "reproduce"]),
+        (["demo"], ["--out", "--quick", "--dataset", "--device", "sksign-report",
+                    "GridSearchCV", "ICBM"]),
+        (["reproduce"], ["signcode", "htaf", "--quick", "--full", "--dataset",
+                         "--device", "--out", "expects to take"]),
+    ],
+)
+def test_help_texts(capsys, argv, expected):
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    for word in expected:
+        assert word in text, word
+
+
+def test_help_through_python_m(tmp_path):
+    proc = _run("--help", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0
+    assert "python -m sksign" in proc.stdout and "reproduce" in proc.stdout
+
+
+def test_bad_arguments_are_rejected(capsys):
+    parser = build_parser()
+    for argv in (["reproduce", "bogus"], ["reproduce", "htaf", "--quick", "--full"],
+                 ["demo", "--dataset", "cifar"]):
+        with pytest.raises(SystemExit) as info:
+            parser.parse_args(argv)
+        assert info.value.code == 2
+    args = parser.parse_args(["reproduce", "htaf"])
+    assert args.full is False and args.dataset is None
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "demo" in capsys.readouterr().out
+
+
+def test_library_does_not_import_report_code():
+    code = (
+        "import sys, sksign, sksign.estimators, sksign.nn, sksign.metrics, "
+        "sksign.transformers, sksign.datasets; "
+        "bad = [m for m in sys.modules if m.startswith(('sksign._report', "
+        "'sksign.__main__'))]; print(bad); assert not bad"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_fmt_and_markdown_roundtrip():
+    cells = [[fmt(v) for v in row] for row in
+             [["relu", 0.5, 3, float("nan"), 1e-6], ["a|b", True, None, 2e6, -0.25]]]
+    assert cells[0] == ["relu", "0.5000", "3", "nan", "1.000e-06"]
+    assert cells[1] == ["a/b", "yes", "", "2.000e+06", "-0.2500"]
+    text = "intro\n\n" + markdown_table(["a", "b", "c", "d", "e"], cells) + "\n\nend"
+    assert read_markdown_tables(text) == [[["a", "b", "c", "d", "e"], *cells]]
+    assert np.isnan(float(cells[0][3]))
+
+
+# -- reproduce (slow) --------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("table", ["signcode", "htaf"])
+def test_reproduce_quick(tmp_path, table):
+    proc = _run("reproduce", table, "--quick", "--epochs", "3", "--no-progress",
+                "--out", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Expected run time" in proc.stdout
+    md = (tmp_path / f"{table}_table.md").read_text(encoding="utf-8")
+    tables = read_markdown_tables(md)
+    assert tables
+    header, rows = _read_csv(tmp_path / f"{table}_table.csv")
+    assert rows
+    if table == "signcode":
+        assert tables[0][0][:3] == ["Activation", "Full net (%)", "Sign-kNN (%)"]
+        assert [r[0] for r in tables[0][1:]] == ["ReLU", "SiLU", "GELU", "tanh"]
+        assert "57.30" in md  # the paper's ReLU number alongside
+    else:
+        assert tables[0][0][2:5] == ["HTAF (%)", "STE (%)", "SS (%)"]
+        assert [r[0] for r in tables[0][1:]] == ["SNN", "BNN", "DHN"]
+        assert "ICBM before/after" in md

