@@ -17,6 +17,7 @@ from skorch import NeuralNetClassifier, NeuralNetRegressor
 from skorch.callbacks import EpochScoring, PrintLog
 from torch import nn
 
+from sksign._utils import restore_state_on_error
 from sksign.estimators._callbacks import RelaxationGap
 from sksign.nn.losses import repulsion_lambda, sign_repulsion_loss
 from sksign.nn.modules import ACTIVATIONS, ARCHITECTURES, build_network
@@ -227,6 +228,42 @@ class _HTAFNetMixin:
     def _n_outputs(self):  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def initialize_for(
+        self, n_features_in, *, classes=None, n_outputs=None, input_shape=None
+    ):
+        """Build the untrained net for data of this shape (for ``load_params``).
+
+        ``initialize()`` needs what ``fit`` learns from the data: the input
+        width and the classes (classifiers) or number of targets (regressors).
+        This sets them and initialises, so saved weights can be loaded::
+
+            net.save_params(f_params="net.safetensors", use_safetensors=True)
+            new = HTAFNetClassifier(**net.get_params()).initialize_for(
+                net.n_features_in_, classes=net.classes_
+            )
+            new.load_params(f_params="net.safetensors", use_safetensors=True)
+
+        Parameters
+        ----------
+        n_features_in : int
+            Number of input features (flattened image size for images).
+        classes : array-like, default=None
+            The class labels (classifiers; required there).
+        n_outputs : int, default=None
+            Number of regression targets (regressors; default 1, which makes
+            ``predict`` return 1-D arrays).
+        input_shape : tuple of int, default=None
+            Image shape ``(C, H, W)`` when the net was fitted on 4-D X.
+
+        Returns
+        -------
+        self
+        """
+        self.n_features_in_ = int(n_features_in)
+        self._image_shape = None if input_shape is None else tuple(input_shape)
+        self._set_targets_for(classes=classes, n_outputs=n_outputs)
+        return self.initialize()
+
     def initialize_module(self):
         if self.module is not None:
             return super().initialize_module()
@@ -277,9 +314,7 @@ class _HTAFNetMixin:
 
     def _forward_numpy(self, X):
         """Raw net outputs for validated float32 rows, in eval mode."""
-        out = [
-            o.detach().cpu().numpy() for o in self.forward_iter(X, training=False)
-        ]
+        out = [o.detach().cpu().numpy() for o in self.forward_iter(X, training=False)]
         return np.concatenate(out).astype(np.float64, copy=False)
 
     def _check_fitted(self):
@@ -471,6 +506,14 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
     def _n_outputs(self):
         return len(self.label_encoder_.classes_)
 
+    def _set_targets_for(self, classes=None, n_outputs=None):
+        if classes is None:
+            raise ValueError(
+                f"{type(self).__name__}.initialize_for needs classes=..., the "
+                "class labels the saved net was fitted on."
+            )
+        self.label_encoder_ = LabelEncoder().fit(np.asarray(classes))
+
     @property
     def _default_callbacks(self):
         # skorch's valid_acc compares predict() with the split's y; predict
@@ -529,7 +572,8 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         -------
         self : HTAFNetClassifier
         """
-        X, encoder = self._encode_fit_targets(X, y)
+        with restore_state_on_error(self):
+            X, encoder = self._encode_fit_targets(X, y)
         if self.warm_start and getattr(self, "label_encoder_", None) is not None:
             if not np.array_equal(encoder.classes_, self.label_encoder_.classes_):
                 raise ValueError(
@@ -710,6 +754,13 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
     def _n_outputs(self):
         return self.n_outputs_
 
+    def _set_targets_for(self, classes=None, n_outputs=None):
+        n_outputs = 1 if n_outputs is None else int(n_outputs)
+        if n_outputs < 1:
+            raise ValueError(f"n_outputs must be >= 1; got {n_outputs}.")
+        self.n_outputs_ = n_outputs
+        self._y_ndim = 1 if n_outputs == 1 else 2
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
@@ -767,8 +818,9 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
         -------
         self : HTAFNetRegressor
         """
-        X = self._as_rows(X, reset=True)
-        y2 = self._prepare_targets(X, y, reset=True)
+        with restore_state_on_error(self):
+            X = self._as_rows(X, reset=True)
+            y2 = self._prepare_targets(X, y, reset=True)
         if not self.warm_start or not self.initialized_:
             self.initialize()
         return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)

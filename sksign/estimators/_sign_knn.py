@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from sksign._utils import restore_state_on_error
 from sksign.metrics.pairwise import (
     _as_words,
     _auto_batch_size,
@@ -279,8 +280,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             The fitted estimator.
         """
         # A failing fit leaves a fitted estimator exactly as it was.
-        state = dict(self.__dict__)
-        try:
+        with restore_state_on_error(self):
             X, y = validate_data(self, X, y, dtype=None if self.packed else "numeric")
             check_classification_targets(y)
             if self.packed:
@@ -302,10 +302,6 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             words = self._encode_all(X, n_bits)
             faiss_index = self._build_faiss_index(words) if use_faiss else None
             classes, y_encoded = np.unique(y, return_inverse=True)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(state)
-            raise
         self.classes_ = classes
         self.n_bits_ = n_bits
         self.n_samples_fit_ = words.shape[0]
@@ -411,6 +407,11 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
                 f"radius must be a real number (a normalised distance in [0, 1]); "
                 f"got {radius!r}."
             )
+        if not (np.isfinite(radius) and radius >= 0):
+            raise ValueError(
+                "radius must be a finite normalised distance >= 0 (in [0, 1]); "
+                f"got {radius!r}."
+            )
         query_is_train = X is None
         if not query_is_train:
             X = self._validate_X(X, reset=False)
@@ -462,8 +463,16 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             if not batches:
                 return np.empty((0, len(self.classes_)))
             return np.concatenate(batches)
-        dist, ind = self.kneighbors(X)
-        weights = _get_weights(dist, self.weights)
+        X = self._validate_X(X, reset=False)
+        self._check_n_neighbors(None, X.shape[0], False)
+        proba = np.empty((X.shape[0], len(self.classes_)))
+        for rows in self._batches(X):
+            proba[rows] = self._proba_of_words(self._encode(X[rows], self.n_bits_))
+        return proba
+
+    def _proba_of_words(self, words):
+        counts, ind = self._search(words, self.n_neighbors)
+        weights = _get_weights(counts / self.n_bits_, self.weights)
         n_queries, n_classes = ind.shape[0], len(self.classes_)
         flat = (np.arange(n_queries)[:, None] * n_classes + self._y[ind]).ravel()
         proba = np.bincount(
@@ -491,10 +500,19 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             `classes_`.
         """
         check_is_fitted(self)
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        if isinstance(X, Iterator):
+            parts = [self.predict(batch) for batch in X]
+            return np.concatenate(parts) if parts else self.classes_[:0]
+        X = self._validate_X(X, reset=False)
+        self._check_n_neighbors(None, X.shape[0], False)
+        out = np.empty(X.shape[0], dtype=self.classes_.dtype)
+        for rows in self._batches(X):
+            proba = self._proba_of_words(self._encode(X[rows], self.n_bits_))
+            out[rows] = self.classes_[proba.argmax(axis=1)]
+        return out
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())
         index = state.get("_faiss_index")
         if index is not None:
             faiss = _import_faiss()

@@ -18,6 +18,7 @@ import torch
 from sklearn.pipeline import Pipeline
 from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
 from sksign.metrics._scorers import _logits, _resolve
@@ -88,6 +89,7 @@ def loo_purity(codes, y, k=10, *, packed=False, n_bits=None, per_sample=False):
     1.0
     """
     y = column_or_1d(y, warn=True)
+    check_classification_targets(y)
     if packed:
         P = _check_packed(codes, "codes")
         n_bits = _check_n_bits(n_bits, P.shape[1])

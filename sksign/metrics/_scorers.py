@@ -290,6 +290,11 @@ def _logits(net: _Net, X: np.ndarray) -> np.ndarray:
     if not out:
         raise ValueError("X has 0 samples.")
     logits = np.concatenate(out)
+    if not np.isfinite(logits).all():
+        raise ValueError(
+            "The net's output contains NaN or infinity on X, so no accuracy or "
+            "margin can be read from it; check the input and the weights."
+        )
     if logits.ndim != 2 or logits.shape[1] < 2:
         raise ValueError(
             "The scorers need a classifier whose output has shape (n_samples, "
@@ -642,6 +647,11 @@ def _capture_last(net: _Net, X, act, readout, layer, readout_name):
     def _read_pre(_m, inp):
         h = cur.get("h")
         u = inp[0].detach()
+        if not torch.isfinite(u).all():
+            raise ValueError(
+                f"layer {layer!r} produced NaN or infinite values, so gate "
+                "dominance is undefined; check the input and the weights."
+            )
         if (
             h is None
             or h.reshape(len(h), -1).shape != u.shape
@@ -657,7 +667,12 @@ def _capture_last(net: _Net, X, act, readout, layer, readout_name):
     try:
         for xb in _batches(net, X):
             cur.clear()
-            net.module(xb)
+            out = net.module(xb)
+            if isinstance(out, torch.Tensor) and not torch.isfinite(out).all():
+                raise ValueError(
+                    "The net's output contains NaN or infinity on X; gate "
+                    "dominance needs finite logits."
+                )
             if "h" not in cur:
                 raise ValueError(f"layer {layer!r} was not called in the forward pass.")
             zs.append(cur["z"].reshape(len(xb), -1).to("cpu", torch.float64).numpy())

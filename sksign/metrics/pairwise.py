@@ -36,6 +36,8 @@ def _bits_of(x, name="bits"):
     x = np.asarray(x)
     if x.dtype.kind in "fc" and np.isnan(x).any():
         raise ValueError(f"{name} contains NaN; expected 0/1, +-1 or bool values.")
+    if x.dtype.kind == "f" and np.isinf(x).any():
+        raise ValueError(f"{name} contains infinity; expected 0/1, +-1 or bool values.")
     if x.dtype.kind not in "biuf":
         raise TypeError(
             f"{name} must hold 0/1, +-1 or bool values; got dtype {x.dtype}."

@@ -631,10 +631,22 @@ class SignRecorder:
         self._n_forward += 1
 
 
+def _signs(z: torch.Tensor, name: str) -> torch.Tensor:
+    """``z > 0``, refusing NaN (which ``>`` would silently read as bit 0)."""
+    z = z.detach()
+    if z.is_floating_point() and torch.isnan(z).any():
+        raise ValueError(
+            f"layer {name!r} produced NaN pre-activations, so its sign bits are "
+            "undefined; check the input and the weights of the net (a diverged "
+            "training run gives NaN weights)."
+        )
+    return z > 0
+
+
 def _make_input_hook(rec: SignRecorder, spec: str, name: str) -> Any:
     def _forward_pre_hook(module: nn.Module, args: tuple[Any, ...]) -> None:
         z = _first_tensor(args, name)
-        rec._emit(spec, name, z.detach() > 0)
+        rec._emit(spec, name, _signs(z, name))
 
     return _forward_pre_hook
 
@@ -642,7 +654,7 @@ def _make_input_hook(rec: SignRecorder, spec: str, name: str) -> Any:
 def _make_output_hook(rec: SignRecorder, spec: str, name: str) -> Any:
     def _forward_hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         z = _first_tensor(output, name)
-        rec._emit(spec, name, z.detach() > 0)
+        rec._emit(spec, name, _signs(z, name))
 
     return _forward_hook
 
@@ -661,7 +673,9 @@ def _make_block_hooks(
             if frame is None:  # the activation runs outside the block's forward
                 return
             # computed now: an in-place activation overwrites its input
-            frame.append(_Pending(act_name, _first_tensor(args, act_name) > 0))
+            frame.append(
+                _Pending(act_name, _signs(_first_tensor(args, act_name), act_name))
+            )
 
         return _forward_pre_hook
 
@@ -684,7 +698,7 @@ def _make_block_hooks(
             for entry in inner:
                 rec._emit(block, entry.name, entry.pos)
         if residual in ("out", "both"):
-            rec._emit(block, block, final if final is not None else out.detach() > 0)
+            rec._emit(block, block, final if final is not None else _signs(out, block))
 
     return _block_pre_hook, _block_hook, _act_pre_hook_factory, _act_post_hook
 

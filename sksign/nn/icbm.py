@@ -256,6 +256,11 @@ class ICBMNet(nn.Module):
         of ``concepts`` (the exact step).
         """
         z = self.concept_logits(x)
+        if torch.isnan(z).any():
+            raise ValueError(
+                "the concept layer produced NaN pre-activations, so the concept "
+                "bits are undefined; check the input and the weights of the net."
+            )
         return (z >= 0) if self.step_concepts else (z > 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ from sklearn.utils.validation import (
 )
 from torch import nn
 
+from sksign._utils import restore_state_on_error
 from sksign.nn.hooks import (
     CONV_POOLS,
     RESIDUAL_MODES,
@@ -37,10 +38,12 @@ _MLP_TYPES = (MLPClassifier, MLPRegressor)
 _MLP_SIGN_PRESERVING = ("relu", "tanh", "identity")
 
 
-def _default_estimator():
+def _default_estimator(random_state=None):
     from sksign.estimators._htaf_net import HTAFNetClassifier
 
-    return HTAFNetClassifier(hidden_layer_sizes=(128,), activation="relu")
+    return HTAFNetClassifier(
+        hidden_layer_sizes=(128,), activation="relu", random_state=random_state
+    )
 
 
 def _is_torch_net(est) -> bool:
@@ -118,6 +121,9 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     device : str or torch.device, default=None
         Where the forward pass runs. None uses the net's own device (that of
         its parameters); otherwise the fitted copy's module is moved there.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the default net (``estimator=None``) so that the same value
+        gives the same codes; a given estimator keeps its own seed.
 
     Attributes
     ----------
@@ -172,6 +178,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         "allow_non_sign_preserving": ["boolean"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "device": [str, torch.device, None],
+        "random_state": ["random_state"],
     }
 
     def __init__(
@@ -188,6 +195,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         allow_non_sign_preserving=False,
         batch_size=256,
         device=None,
+        random_state=None,
     ):
         self.estimator = estimator
         self.layers = layers
@@ -200,6 +208,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         self.allow_non_sign_preserving = allow_non_sign_preserving
         self.batch_size = batch_size
         self.device = device
+        self.random_state = random_state
 
     # -- fit -----------------------------------------------------------------
     def _fit_dtype(self, est):
@@ -226,6 +235,10 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         -------
         self : SignCodeTransformer
         """
+        with restore_state_on_error(self):
+            return self._fit(X, y, **fit_params)
+
+    def _fit(self, X, y=None, **fit_params):
         est = self.estimator
         if isinstance(est, nn.Module):
             X = self._check_X(X, est, reset=True)
@@ -248,7 +261,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             X = self._check_X(X, est, reset=True)
             fitted = deepcopy(est)
         else:
-            base = _default_estimator() if est is None else est
+            base = _default_estimator(self.random_state) if est is None else est
             X = validate_data(self, X, dtype=self._fit_dtype(base))
             fitted = clone(base).fit(X, y, **fit_params)
         self._check_readable(fitted)
@@ -385,7 +398,9 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             torch.no_grad(),
         ):
             for rows in gen_batches(X.shape[0], self.batch_size):
-                xb = self._cast(X[rows], np.float32)
+                xb = self._cast(
+                    X[rows], np.float64 if dtype == torch.float64 else np.float32
+                )
                 if not xb.flags.writeable:
                     xb = xb.copy()
                 xb = torch.from_numpy(xb)
@@ -526,7 +541,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         is_module = isinstance(est, nn.Module)
         tags.target_tags.required = not self.prefit and not is_module
         if est is None:
-            tags.non_deterministic = True
+            tags.non_deterministic = self.random_state is None
         elif not is_module:
             tags.non_deterministic = get_tags(est).non_deterministic
         return tags

@@ -69,18 +69,9 @@ def _mlp_signs(mlp, X):
     [
         SignCodeTransformer(_tiny_net()),
         SignCodeTransformer(_tiny_net(), layers="all", output="packed"),
-        SignCodeTransformer(),
+        SignCodeTransformer(random_state=0),
     ],
-    expected_failed_checks=lambda est: (
-        {
-            "check_fit_idempotent": (
-                "the default estimator is an unseeded net (random init), and "
-                "SignCodeTransformer has no random_state of its own to seed it"
-            )
-        }
-        if est.estimator is None
-        else {}
-    ),
+    expected_failed_checks={},
     xfail_strict=True,
 )
 def test_sklearn_compatible(estimator, check):
