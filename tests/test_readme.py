@@ -1,0 +1,36 @@
+"""The README's quickstart code runs and does what it says."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def quickstart_namespace():
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 2
+    # fewer epochs and folds: this checks the code, not the accuracy
+    code = "\n".join(blocks).replace("max_epochs=20", "max_epochs=3")
+    code = code.replace("cv=3", "cv=2")
+    namespace = {"print": lambda *args, **kwargs: None}
+    exec(compile(code, str(README), "exec"), namespace)
+    return namespace
+
+
+def test_readme_grid_search_stays_on_the_manifold(quickstart_namespace):
+    """Check the README's GridSearchCV searched alpha0 * alpha1 = 22."""
+    grid = quickstart_namespace["grid"]
+    for params in grid.cv_results_["params"]:
+        assert params["alpha0"] * params["alpha1"] == pytest.approx(22.0)
+    assert len(grid.cv_results_["params"]) == 3
+
+
+def test_readme_pipeline_reads_the_nets_codes(quickstart_namespace):
+    """Check the README's pipeline holds one bit per last-layer unit and predicts."""
+    ns = quickstart_namespace
+    pipe, X_test, y_test = ns["pipe"], ns["X_test"], ns["y_test"]
+    assert pipe.named_steps["codes"].n_bits_ == 256
+    assert pipe.score(X_test, y_test) > 0.5
