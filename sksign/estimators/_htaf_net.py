@@ -172,6 +172,10 @@ class _HTAFNetMixin:
                 f"The 'architecture' parameter of {type(self).__name__} must be one "
                 f"of {ARCHITECTURES} or an nn.Module subclass. Got {arch!r} instead."
             )
+        self._check_common_params()
+
+    def _check_common_params(self):
+        """Checks shared by every net: alpha0/alpha1 and relaxation_gap."""
         for name in ("alpha0", "alpha1"):
             value = getattr(self, name)
             if (

@@ -287,28 +287,12 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
                     f"The {pname!r} parameter of {name} must be one of "
                     f"{ACTIVATIONS}. Got {value!r} instead."
                 )
-        for pname in ("alpha0", "alpha1"):
-            value = getattr(self, pname)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float | np.floating | np.integer)
-                or not np.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(
-                    f"The {pname!r} parameter of {name} must be a positive real "
-                    f"number. Got {value!r} instead."
-                )
         if self.freeze_backbone not in (True, False):
             raise ValueError(
                 f"The 'freeze_backbone' parameter of {name} must be a bool. Got "
                 f"{self.freeze_backbone!r} instead."
             )
-        if self.relaxation_gap not in (True, False, "auto"):
-            raise ValueError(
-                "The 'relaxation_gap' parameter must be True, False or 'auto'. "
-                f"Got {self.relaxation_gap!r} instead."
-            )
+        self._check_common_params()
 
     def initialize_module(self):
         kwargs = self.get_params_for("module")
