@@ -63,38 +63,6 @@ if os.environ.get("SKSIGN_DOCS_NO_GALLERY"):
     sphinx_gallery_conf["plot_gallery"] = "False"
 
 
-# -- the tables other scripts save under _static/*.md -----------------------
-def _write_paper_tables():
-    """Write generated/paper_tables.inc: each saved table, or a note."""
-    out = HERE / "generated"
-    out.mkdir(exist_ok=True)
-    parts = []
-    for name, title, command in (
-        ("signcode_table", "Sign Code paper", "python benchmarks/signcode_table.py"),
-        ("htaf_table", "HTAF paper", "python benchmarks/htaf_table.py"),
-    ):
-        parts += [title, "-" * len(title), ""]
-        path = HERE / "_static" / f"{name}.md"
-        if path.exists():
-            parts += [
-                f"Saved by ``{command}`` as ``docs/_static/{name}.md``:",
-                "",
-                f".. literalinclude:: /_static/{name}.md",
-                "   :language: none",
-                "",
-            ]
-        else:
-            parts += [
-                f"Not saved yet: run ``{command}`` to write "
-                f"``docs/_static/{name}.md``, then rebuild.",
-                "",
-            ]
-    (out / "paper_tables.inc").write_text("\n".join(parts), encoding="utf-8")
-
-
-_write_paper_tables()
-
-
 # -- api.rst: one autosummary block per public module, from its __all__ -----
 _API_SECTIONS = (
     ("Estimators", "sksign.estimators"),

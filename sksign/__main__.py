@@ -34,17 +34,24 @@ a summary table. About 2-4 minutes on 2 CPU cores (under a minute with --quick).
 
 _REPRODUCE_HELP = """\
 Rebuild the papers' tables at this scale, with the same rows and columns as the
-papers' tables and the papers' numbers alongside:
+papers' tables and the papers' numbers alongside (extra columns come after):
 
-  signcode  Sign Code paper: full net vs sign-kNN test accuracy per activation
-            (FFNN, ReLU/SiLU/GELU/tanh) and the two interventions.
+  signcode  Sign Code paper, FFNNs with ReLU/SiLU/GELU/tanh at several widths:
+            full net vs sign-kNN test accuracy and the sign gap (+ training
+            accuracy, leave-one-out purity and its Spearman correlation with
+            accuracy); the two interventions, each with both definitions
+            (sign flip literal/gate, magnitude standard/matched); gate dominance
+            of the last hidden layer (Z1, delta_bar, eps_1 and its two bounds).
   htaf      HTAF paper: HTAF vs STE vs scaled sigmoid (SS) for SNN, BNN and
-            DHN nets (exact step at inference), and ICBM before/after.
+            DHN (depth 4 and 8) nets, exact step at inference; first-layer
+            gradient norms of a deep Heaviside net; ICBM before/after.
 
---quick (default) uses small nets and finishes in a few minutes on a CPU;
---full uses the papers' widths and depths (e.g. FFNN w=1024, d=6) and prints
-how long it expects to take before it starts. Writes <name>_table.md and
-<name>_table.csv to --out.
+--quick (default) uses small nets on digits and finishes in a few minutes on a
+CPU; --full uses the papers' widths and depths (e.g. FFNN w=1024, d=6) on
+MNIST-5k and prints how long it expects to take before it starts. Writes
+<name>_table.md (the tables shown in the docs) and one CSV per table
+(<name>_table.csv, <name>_table_2.csv, ...) to --out. The docs' copies were
+made with --quick --out docs/_static.
 """
 
 
@@ -116,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "table",
         choices=("signcode", "htaf"),
-        help="signcode: the Sign Code paper's table; htaf: the HTAF paper's table",
+        help="signcode: the Sign Code paper's tables; htaf: the HTAF paper's tables",
     )
     mode = rep.add_mutually_exclusive_group()
     mode.add_argument(
@@ -155,13 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         metavar="N",
-        help="number of seeds averaged per cell (default: 1 quick, 3 full)",
+        help="number of seeds averaged per cell, mean ± std (default: 3; 1 for "
+        "signcode --quick)",
     )
     rep.add_argument(
         "--out",
         default="sksign-report",
         metavar="DIR",
-        help="folder for the tables (default: ./sksign-report)",
+        help="folder for <name>_table.md and the CSV files (created if missing; "
+        "default: ./sksign-report)",
     )
     rep.add_argument(
         "--threads",

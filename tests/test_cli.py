@@ -241,24 +241,104 @@ def test_fmt_and_markdown_roundtrip():
     assert np.isnan(float(cells[0][3]))
 
 
-# -- reproduce (slow) --------------------------------------------------------
+# -- reproduce ----------------------------------------------------------------
+_SIGNCODE_HEADERS = (
+    ["Activation", "Full net (%)", "Sign-kNN (%)", "Δsgn (pts)",
+     "Paper full net (%)", "Paper sign-kNN (%)", "Width", "Train (%)",
+     "LOO purity (k=10)"],
+    ["Activation", "Clean (%)", "Sign flip α=0.2, literal (%)",
+     "Sign flip α=0.2, gate (%)", "Magnitude α=1, standard (%)",
+     "Magnitude α=1, matched (%)", "Paper clean → magnitude α=1 (%)", "Width"],
+    ["Activation", "Median Z1", "δ̄", "eps_1", "(C-1) E[Z1^-2]",
+     "E[min(1, Σ r²/M~²)]", "Paper", "Width"],
+)
+_HTAF_HEADERS = (
+    ["Model", "Ours: net", "HTAF (%)", "STE (%)", "SS (%)", "Paper: net",
+     "Paper C10 HTAF / STE / SS", "Paper C100 HTAF / STE / SS", "Best (ours)"],
+    ["Activation", "Step 1", "Median steps 1-20", "Paper"],
+    ["Backbone", "Data", "Before (%)", "After, ICBM (%)", "Difference (pts)"],
+)
+
+
+def _unique(values):
+    return list(dict.fromkeys(values))
+
+
+def check_reproduce_tables(table, md):
+    """The tables of ``reproduce`` (fresh or the docs' copies) are complete."""
+    tables = read_markdown_tables(md)
+    if table == "signcode":
+        assert [t[0] for t in tables] == list(_SIGNCODE_HEADERS)
+        for t in tables:
+            assert _unique(r[0] for r in t[1:]) == ["ReLU", "SiLU", "GELU", "tanh"]
+            assert all(r[t[0].index("Width")].isdigit() for r in t[1:])
+            assert all(cell for r in t[1:] for cell in r[:4])  # no missing numbers
+        assert "57.30" in md  # the paper's ReLU number alongside
+        assert "Spearman ρ(LOO purity, test accuracy) over " in md
+    else:
+        assert [t[0] for t in tables] == list(_HTAF_HEADERS)
+        assert [r[0] for r in tables[0][1:]] == ["SNN", "BNN", "DHN", "DHN"]
+        assert [r[1].split(", ")[-1] for r in tables[0][1:]][2:] == [
+            "4 hidden layers", "8 hidden layers"]
+        assert [r[0] for r in tables[1][1:]] == ["HTAF", "STE", "SS"]
+        assert "ICBM before/after" in md
+        assert "91.0 / 91.2 / 90.6" in md  # the paper's SNN numbers alongside
+    assert f"Made by `python -m sksign reproduce {table} --quick" in md
+
+
+@pytest.mark.parametrize("table", ["signcode", "htaf"])
+def test_docs_tables_come_from_reproduce(table):
+    """docs/_static/<table>_table.md is the output of ``reproduce --quick``."""
+    md = (ROOT / "docs" / "_static" / f"{table}_table.md").read_text(
+        encoding="utf-8"
+    )
+    check_reproduce_tables(table, md)
+    assert f"Made by `python -m sksign reproduce {table} --quick` in" in md
+    rst = (ROOT / "docs" / "tables.rst").read_text(encoding="utf-8")
+    assert f".. literalinclude:: /_static/{table}_table.md" in rst
+    assert f"python -m sksign reproduce {table} --quick --out docs/_static" in rst
+
+
+def test_write_tables_writes_md_and_one_csv_per_table(tmp_path):
+    from io import StringIO
+
+    from sksign._report.reproduce import Table, write_tables
+
+    tables = [
+        Table("First", "cap 1", ["a", "b"], [["x", "1.00"]], ["a", "b"],
+              [["x", 0.01]], note="a note"),
+        Table("Second", "cap 2", ["c"], [["y"]], ["c", "d"], [["y", 2]]),
+    ]
+    path = write_tables(tables, tmp_path, "demo", "Head", StringIO(), "foot")
+    md = path.read_text(encoding="utf-8")
+    assert md.startswith("# Head")
+    assert md.index("## First") < md.index("a note") < md.index("## Second")
+    assert md.rstrip().endswith("foot")
+    assert read_markdown_tables(md) == [[["a", "b"], ["x", "1.00"]], [["c"], ["y"]]]
+    assert _read_csv(tmp_path / "demo_table.csv") == (["a", "b"], [["x", "0.0100"]])
+    assert _read_csv(tmp_path / "demo_table_2.csv") == (["c", "d"], [["y", "2"]])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("table", ["signcode", "htaf"])
 def test_reproduce_quick(tmp_path, table):
-    proc = _run("reproduce", table, "--quick", "--epochs", "3", "--no-progress",
-                "--out", str(tmp_path), cwd=tmp_path)
+    proc = _run("reproduce", table, "--quick", "--epochs", "3", "--seeds", "1",
+                "--no-progress", "--out", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Expected run time" in proc.stdout
+    assert "[skipped]" not in proc.stdout
     md = (tmp_path / f"{table}_table.md").read_text(encoding="utf-8")
-    tables = read_markdown_tables(md)
-    assert tables
-    header, rows = _read_csv(tmp_path / f"{table}_table.csv")
-    assert rows
+    check_reproduce_tables(table, md)
+    n_rows = {"signcode": [12, 12, 12], "htaf": [4, 3, 6]}[table]
+    for i, n in enumerate(n_rows):
+        suffix = "" if i == 0 else f"_{i + 1}"
+        header, rows = _read_csv(tmp_path / f"{table}_table{suffix}.csv")
+        assert header and len(rows) == n, (suffix, rows)
     if table == "signcode":
-        assert tables[0][0][:3] == ["Activation", "Full net (%)", "Sign-kNN (%)"]
-        assert [r[0] for r in tables[0][1:]] == ["ReLU", "SiLU", "GELU", "tanh"]
-        assert "57.30" in md  # the paper's ReLU number alongside
-    else:
-        assert tables[0][0][2:5] == ["HTAF (%)", "STE (%)", "SS (%)"]
-        assert [r[0] for r in tables[0][1:]] == ["SNN", "BNN", "DHN"]
-        assert "ICBM before/after" in md
+        rows = _table(tmp_path, "signcode_table")
+        for r in rows:  # sign gap = err(kNN) - err(net)
+            gap = float(r["net_acc"]) - float(r["sign_knn_acc"])
+            assert abs(gap - float(r["sign_gap"])) < 2e-4
+            assert 0 <= float(r["loo_purity"]) <= 1
+        for r in _table(tmp_path, "signcode_table_3"):
+            assert float(r["eps_1"]) <= float(r["union_bound"]) + 2e-4

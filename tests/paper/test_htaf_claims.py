@@ -1,7 +1,7 @@
 """The HTAF paper's claims, checked at this scale (PAPERS.md part A).
 
 Slow: each test trains a few small nets on scikit-learn's digits (X / 16),
-mean of 3 seeds. `benchmarks/htaf_table.py` prints the full comparison
+mean of 3 seeds. `python -m sksign reproduce htaf` prints the full comparison
 (digits and MNIST-5k, DHN / BNN / SNN, ICBM) into docs/_static/htaf_table.md.
 Claims that do not hold at this scale are marked xfail (strict) with the
 measured numbers in the reason.
@@ -82,7 +82,7 @@ def test_htaf_gradient_does_not_vanish_at_depth8(digits):
     reason=(
         "Paper: scaled-sigmoid first-layer gradient norms < 1e-5 at depth 8. "
         "With PyTorch's default init (width 128, no BN) they are ~1, as large "
-        "as HTAF's (benchmarks/htaf_table.py)."
+        "as HTAF's (python -m sksign reproduce htaf)."
     ),
 )
 def test_scaled_sigmoid_gradient_vanishes_at_depth8(digits):

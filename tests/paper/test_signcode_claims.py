@@ -2,7 +2,7 @@
 
 (a) tanh / ReLU / SiLU / GELU FFNNs (depth 3, widths 32/128/512, 20 epochs) on
 scikit-learn's digits, exactly the quick setting of
-``benchmarks/signcode_table.py`` (whose output is docs/_static/signcode_table.md):
+``python -m sksign reproduce signcode`` (see docs/_static/signcode_table.md):
 sign flips hurt more than projected magnitude noise; tanh loses least under
 magnitude noise; Z1 grows with width for SiLU/GELU; the sign-kNN gap is small
 for wide nets; LOO purity correlates with test accuracy.
