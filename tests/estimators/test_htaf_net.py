@@ -137,6 +137,20 @@ def test_grid_search_over_alphas_in_parallel(digits):
     assert grid.best_score_ > 0.5
 
 
+@pytest.mark.parametrize("method", ["predict_proba", "decision_function"])
+def test_outputs_invariant_to_batch_subsets(fitted, digits, method):
+    """Check outputs on row subsets equal the full-batch ones at float32 precision."""
+    _, X_test, _, _ = digits
+    full = getattr(fitted, method)(X_test)
+    parts = np.concatenate(
+        [getattr(fitted, method)(X_test[i : i + 7]) for i in range(0, len(X_test), 7)]
+    )
+    np.testing.assert_allclose(parts, full, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(
+        fitted.predict(X_test[::-1])[::-1], fitted.predict(X_test)
+    )
+
+
 def test_clone_pickle_joblib_round_trips(fitted, digits, tmp_path):
     """Check clone keeps params and pickle/joblib keep predictions exactly."""
     _, X_test, _, _ = digits

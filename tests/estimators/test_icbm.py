@@ -277,6 +277,6 @@ EXPECTED_FAILED_CHECKS = {
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
     xfail_strict=True,
 )
-def test_sklearn_compatible(estimator, check):
+def test_sklearn_compatible(estimator, check, run_sklearn_check):
     """Check ICBMClassifier follows scikit-learn's API conventions."""
-    check(estimator)
+    run_sklearn_check(check, estimator)
