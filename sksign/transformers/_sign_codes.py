@@ -422,7 +422,14 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                         for k, v in kwargs.items()
                     }
                     rec.attention_mask = kwargs.get("attention_mask")
-                    module(**kwargs)
+                    try:
+                        module(**kwargs)
+                    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+                        raise type(exc)(
+                            f"the forward of {type(module).__name__} rejected the "
+                            f"keyword arguments {sorted(kwargs)} returned by "
+                            f"forward_kwargs: {exc}"
+                        ) from exc
                 bits = rec.pop_matrix()
                 write(rows, bits.cpu().numpy(), rec)
 

@@ -217,7 +217,9 @@ def test_bad_specs_raise_clear_errors(minilm, ids):
     def not_a_dict(batch):
         return [batch]
 
-    with pytest.raises(ValueError, match="input_ids"):
+    with pytest.raises(
+        ValueError, match=r"rejected the keyword arguments \['input_id'\]"
+    ):
         SignCodeTransformer(model, token_pool="first", forward_kwargs=misspelt).fit(ids)
     with pytest.raises(TypeError, match="forward_kwargs must return a dict"):
         SignCodeTransformer(model, token_pool="first", forward_kwargs=not_a_dict).fit(
