@@ -13,10 +13,10 @@ same net with the same batch size, and their ratio (target: <= 1.15).
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from _timing import best_of  # benchmarks/_timing.py, beside this script
 from sklearn.utils import gen_batches
 
 from sksign.nn.modules import MLP, SmallCNN
@@ -30,25 +30,6 @@ def plain_forward(module, X, batch_size, device):
             module(torch.from_numpy(X[rows]).to(device))
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def best_of(fns, repeats):
-    """Best wall and CPU time of each function, runs interleaved.
-
-    Interleaving lets both functions see the same machine load; the CPU time
-    (``time.process_time``) is the steadier number on a shared machine.
-    """
-    for fn in fns:
-        fn()  # warm-up
-    wall = [[] for _ in fns]
-    cpu = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, w, c in zip(fns, wall, cpu):
-            t0, c0 = time.perf_counter(), time.process_time()
-            fn()
-            w.append(time.perf_counter() - t0)
-            c.append(time.process_time() - c0)
-    return [(min(w), min(c)) for w, c in zip(wall, cpu)]
 
 
 def main():

@@ -1,0 +1,25 @@
+"""Timing helper shared by the benchmark scripts."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import time
+
+
+def best_of(fns, repeats):
+    """Best wall and CPU time of each function, runs interleaved.
+
+    Interleaving lets every function see the same machine load; the CPU time
+    (``time.process_time``) is the steadier number on a shared machine.
+    """
+    for fn in fns:
+        fn()  # warm-up
+    wall = [[] for _ in fns]
+    cpu = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, w, c in zip(fns, wall, cpu):
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            w.append(time.perf_counter() - t0)
+            c.append(time.process_time() - c0)
+    return [(min(w), min(c)) for w, c in zip(wall, cpu)]
