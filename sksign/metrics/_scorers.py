@@ -16,7 +16,6 @@ those of PAPERS.md, part B.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -38,6 +37,7 @@ from skorch.utils import data_from_dataset, to_numpy
 from torch import nn
 from torch.utils.data import Dataset
 
+from sksign._sklearn_mlp import mlp_module
 from sksign.nn.hooks import resolve_layers, temporarily_eval
 from sksign.nn.interventions import (
     FLIPS,
@@ -91,15 +91,7 @@ class _Net:
     dtype: torch.dtype
 
 
-class _MLPModule(nn.Sequential):
-    """scikit-learn MLPClassifier as ``fc0, act0, ..., out`` (logits out).
-
-    A binary MLPClassifier has one output unit z; its readout here has two
-    rows (0 and z), so the logits are ``(0, z)`` and argmax picks the same class.
-    """
-
-
-_MLP_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
+_MLP_SIGN_PRESERVING = ("relu", "tanh")
 
 
 def _mlp_module(mlp: MLPClassifier) -> nn.Module:
@@ -112,29 +104,12 @@ def _mlp_module(mlp: MLPClassifier) -> nn.Module:
             f"out_activation_={mlp.out_activation_!r} with "
             f"{mlp.coefs_[-1].shape[1]} outputs."
         )
-    if mlp.activation not in _MLP_ACTIVATIONS:
+    if mlp.activation not in _MLP_SIGN_PRESERVING:
         raise ValueError(
             f"MLPClassifier(activation={mlp.activation!r}) is not a sign-preserving "
             "nonlinearity with a sign code to intervene on; use 'relu' or 'tanh'."
         )
-    layers: list = []
-    n_hidden = len(mlp.coefs_) - 1
-    for i, (W, b) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
-        W = np.asarray(W, dtype=np.float64)
-        b = np.asarray(b, dtype=np.float64)
-        if i == n_hidden and W.shape[1] == 1:
-            W = np.concatenate([np.zeros_like(W), W], axis=1)
-            b = np.concatenate([np.zeros_like(b), b])
-        lin = nn.Linear(W.shape[0], W.shape[1], dtype=torch.float64)
-        with torch.no_grad():
-            lin.weight.copy_(torch.from_numpy(W.T.copy()))
-            lin.bias.copy_(torch.from_numpy(b.copy()))
-        lin.requires_grad_(False)
-        if i < n_hidden:
-            layers += [(f"fc{i}", lin), (f"act{i}", _MLP_ACTIVATIONS[mlp.activation]())]
-        else:
-            layers.append(("out", lin))
-    return _MLPModule(OrderedDict(layers))
+    return mlp_module(mlp)
 
 
 def _check_rows(X, dtype, name="X"):
@@ -357,7 +332,9 @@ def intervention_score(
         Corruption probability per unit and per sample.
     layers : "all", "last", list of str or type, default="all"
         Activation modules to corrupt (see
-        :func:`sksign.nn.hooks.resolve_layers`).
+        :func:`sksign.nn.hooks.resolve_layers`). The hidden layers of a
+        scikit-learn ``MLPClassifier`` are called ``hidden0``, ``hidden1``, ...
+        (as in :class:`~sksign.transformers.SignCodeTransformer`).
     flip : {"literal", "gate"}, default="literal"
         Sign-flip definition: "literal" ``h -> -h`` (magnitude kept, an
         inactive ReLU unit stays 0); "gate" ``h -> phi(-z)`` (an inactive

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.utils import assert_all_finite, gen_batches, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import (
@@ -23,6 +22,8 @@ from sklearn.utils.validation import (
 )
 from torch import nn
 
+from sksign._sklearn_mlp import MLP_TYPES as _MLP_TYPES
+from sksign._sklearn_mlp import hidden_layer_names, mlp_module
 from sksign._utils import restore_state_on_error
 from sksign.nn.hooks import (
     CONV_POOLS,
@@ -33,7 +34,6 @@ from sksign.nn.hooks import (
 
 __all__ = ["SignCodeTransformer"]
 
-_MLP_TYPES = (MLPClassifier, MLPRegressor)
 # activations of scikit-learn's MLPs whose output sign follows their input
 _MLP_SIGN_PRESERVING = ("relu", "tanh", "identity")
 
@@ -120,7 +120,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         Rows per forward pass; bounds the memory used beyond the output.
     device : str or torch.device, default=None
         Where the forward pass runs. None uses the net's own device (that of
-        its parameters); otherwise the fitted copy's module is moved there.
+        its parameters; the CPU for a scikit-learn MLP); otherwise the fitted
+        copy's module (a scikit-learn MLP's float64 torch copy) is moved there.
     random_state : int, RandomState instance or None, default=None
         Seeds the default net (``estimator=None``) so that the same value
         gives the same codes; a given estimator keeps its own seed.
@@ -310,24 +311,33 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     def _module_of(fitted) -> nn.Module:
         return fitted if isinstance(fitted, nn.Module) else fitted.module_
 
-    def _device_of(self, fitted):
+    def _device_of(self, fitted, module):
         if self.device is not None:
             return torch.device(self.device)
-        module = self._module_of(fitted)
         param = next(module.parameters(), None)
         if param is not None:
             return param.device
         return torch.device(getattr(fitted, "device", None) or "cpu")
 
+    def _module_to_read(self):
+        """The module to run, its layers to record, and whether any may be
+        non-sign-preserving (a scikit-learn MLP's were checked at fit)."""
+        fitted = self.estimator_
+        if isinstance(fitted, _MLP_TYPES):
+            idx = self._mlp_layers()
+            module = mlp_module(fitted, n_hidden=idx[-1] + 1, readout=False)
+            if self.device is not None:
+                module.to(self.device)
+            return module, [f"hidden{i}" for i in idx], True
+        return (
+            self._module_of(fitted),
+            self.layers,
+            self.allow_non_sign_preserving,
+        )
+
     # -- the code --------------------------------------------------------------
     def _probe(self, X):
         """Run one small batch to learn the layers and the bit names."""
-        if isinstance(self.estimator_, _MLP_TYPES):
-            idx = self._mlp_layers()
-            widths = [self.estimator_.coefs_[i].shape[1] for i in idx]
-            layers = [f"hidden{i}" for i in idx]
-            names = [f"{k}_{j}" for k, w in zip(layers, widths) for j in range(w)]
-            return layers, names
         out = {}
 
         def grab(_, bits, rec):
@@ -337,8 +347,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         return out["layers"], out["names"]
 
     def _mlp_layers(self):
-        n_hidden = len(self.estimator_.coefs_) - 1
-        names = [f"hidden{i}" for i in range(n_hidden)]
+        names = hidden_layer_names(self.estimator_)
+        n_hidden = len(names)
         if self.token_pool is not None:
             raise ValueError(
                 f"token_pool={self.token_pool!r} was given, but the hidden layers "
@@ -376,8 +386,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     def _run_torch(self, X, write):
         """Forward X batch by batch; ``write(rows, bits, recorder)`` per batch."""
         fitted = self.estimator_
-        module = self._module_of(fitted)
-        device = self._device_of(fitted)
+        module, layers, allow_non_sign_preserving = self._module_to_read()
+        device = self._device_of(fitted, module)
         param = next(module.parameters(), None)
         # float32 like the net's own predict; the module's dtype if it differs
         dtype = (
@@ -388,11 +398,11 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         with (
             record_signs(
                 module,
-                self.layers,
+                layers,
                 conv_pool=self.conv_pool,
                 token_pool=self.token_pool,
                 residual=self.residual,
-                allow_non_sign_preserving=self.allow_non_sign_preserving,
+                allow_non_sign_preserving=allow_non_sign_preserving,
                 to_cpu=False,
             ) as rec,
             torch.no_grad(),
@@ -432,30 +442,6 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                         ) from exc
                 bits = rec.pop_matrix()
                 write(rows, bits.cpu().numpy(), rec)
-
-    def _run_mlp(self, X, write):
-        est = self.estimator_
-        idx = self._mlp_layers()
-        last = idx[-1]
-        weights = [np.asarray(w, dtype=np.float64) for w in est.coefs_[: last + 1]]
-        biases = [np.asarray(b, dtype=np.float64) for b in est.intercepts_[: last + 1]]
-        act = {
-            "relu": lambda z: np.maximum(z, 0.0, out=z),
-            "tanh": lambda z: np.tanh(z, out=z),
-            "identity": lambda z: z,
-            "logistic": lambda z: np.divide(1.0, 1.0 + np.exp(-z), out=z),
-        }[est.activation]
-        wanted = set(idx)
-        for rows in gen_batches(X.shape[0], self.batch_size):
-            a = self._cast(X[rows], np.float64)
-            parts = []
-            for i in range(last + 1):
-                z = a @ weights[i]
-                z += biases[i]
-                if i in wanted:
-                    parts.append(z > 0)
-                a = act(z)
-            write(rows, np.concatenate(parts, axis=1), None)
 
     def _check_X(self, X, est, *, reset):
         """Validate X; a 2-D numeric ndarray (memmaps too) is read lazily.
@@ -511,10 +497,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             else:
                 out[rows] = bits
 
-        if isinstance(self.estimator_, _MLP_TYPES):
-            self._run_mlp(X, write)
-        else:
-            self._run_torch(X, write)
+        self._run_torch(X, write)
         return out
 
     def get_feature_names_out(self, input_features=None):
