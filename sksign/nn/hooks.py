@@ -543,6 +543,9 @@ class SignRecorder:
     _specs: list[str] = field(default_factory=list)
     _spec_hits: dict[str, int] = field(default_factory=dict)
     _n_forward: int = 0
+    # (key, shape) of each layer of the first forward, to explain a token_pool
+    # that found no token axis
+    _first_shapes: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
     @property
     def n_bits(self) -> int:
@@ -586,11 +589,15 @@ class SignRecorder:
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
         key = name if k == 0 else f"{name}#{k}"
+        if self._n_forward == 0:
+            self._first_shapes.append((key, tuple(pos.shape)))
+        # token_pool pools the layers with a token axis; the others of a token
+        # model (a pooler's (N, U) output) keep their units
         bits, layout = pool_signs(
             pos,
             name=key,
             conv_pool=self.conv_pool,
-            token_pool=self.token_pool,
+            token_pool=self.token_pool if pos.dim() == 3 else None,
             attention_mask=self.attention_mask,
         )
         known = self.layouts.get(key)
@@ -621,6 +628,20 @@ class SignRecorder:
                 "were never called (nets that call functional activations such "
                 "as F.relu need the Linear/Conv layer names instead), or a "
                 "residual block has no inner activation for residual='int'."
+            )
+        shapes = self._first_shapes
+        if (
+            self._n_forward == 0
+            and self.token_pool is not None
+            and shapes
+            and not any(len(shape) == 3 for _, shape in shapes)
+        ):
+            key, shape = shapes[0]
+            raise ValueError(
+                f"token_pool={self.token_pool!r} was given, but no selected layer "
+                f"has a token axis: layer {key!r} gives a {len(shape)}-D "
+                f"activation of shape {shape}; token pooling needs (batch, "
+                "tokens, units). Use token_pool=None or select token layers."
             )
         if self._n_forward > 0 and sorted(self._emitted) != sorted(self.layers):
             lost = sorted(set(self.layers) - set(self._emitted))
@@ -754,7 +775,11 @@ def record_signs(
     conv_pool : {"quadrant", "flatten"}, default="quadrant"
         Pooling of conv maps; see :func:`pool_signs`.
     token_pool : {"first", "majority"} or None, default=None
-        Pooling of token activations; see :func:`pool_signs`.
+        Pooling of token activations (N, T, U); see :func:`pool_signs`. The
+        other selected layers of a token model (a pooler's (N, U) output)
+        keep their units, but at least one selected layer must have a token
+        axis (a ValueError after the first forward pass otherwise). Without
+        it, a 3-D activation is an error.
     attention_mask : torch.Tensor of shape (N, T), default=None
         Padding mask for ``token_pool="majority"``; change it per batch with
         ``recorder.attention_mask = mask``.

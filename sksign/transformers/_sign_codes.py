@@ -106,7 +106,9 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         Token activations (N, T, U), as in transformers and ViTs: the first
         token (CLS) or the majority sign over the tokens (ties to +1;
         padding excluded when ``forward_kwargs`` returns an
-        ``attention_mask``).
+        ``attention_mask``). Selected layers without a token axis (a
+        pooler's (N, U) output, with ``layers="all"``) keep their units; a
+        token_pool with no token layer selected is an error.
     forward_kwargs : callable, default=None
         For models whose forward does not take one tensor: called with a
         batch of X as a tensor on the net's device and returning the keyword

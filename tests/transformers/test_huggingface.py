@@ -207,6 +207,34 @@ def test_layers_by_wildcard_and_activation_class(minilm, ids):
     assert two.transform(ids).shape == (len(ids), 2 * N_UNITS // 8)
 
 
+def test_all_layers_pool_tokens_and_keep_the_pooler(minilm, ids):
+    """Check layers="all": token layers pooled, the pooler's 2-D tanh kept whole."""
+    model, tok = minilm
+    fk = hf_forward_kwargs(tok)
+    tr = SignCodeTransformer(
+        model, layers="all", token_pool="first", forward_kwargs=fk, batch_size=3
+    ).fit(ids)
+    assert tr.layers_ == [*LAYER_NAMES, "pooler.activation"]
+    n_pooler = model.pooler.dense.out_features
+    assert tr.n_bits_ == 6 * N_UNITS + n_pooler
+    codes = tr.transform(ids)
+    ffn = _reference_codes(model, ids, tok.pad_token_id, "first", batch_size=3)
+    np.testing.assert_array_equal(codes[:, : 6 * N_UNITS], ffn)
+    zs = []
+    handle = model.pooler.dense.register_forward_hook(
+        lambda m, a, out: zs.append(out.detach() > 0)
+    )
+    try:
+        with torch.no_grad():
+            for start in range(0, len(ids), 3):
+                batch = torch.from_numpy(ids[start : start + 3])
+                model(**fk(batch))
+    finally:
+        handle.remove()
+    np.testing.assert_array_equal(codes[:, 6 * N_UNITS :], torch.cat(zs).numpy())
+    _assert_clean(model)
+
+
 def test_bad_specs_raise_clear_errors(minilm, ids):
     """Check rejected forward kwargs, token_pool on 2-D and empty wildcards."""
     model, tok = minilm

@@ -150,13 +150,22 @@ def test_vit_token_codes_follow_the_rule(vit, digits, pool):
 
 
 def test_vit_mixed_token_and_flat_layers(vit, digits):
-    """Check the 2-D pre-logits code and the error when token_pool meets it."""
+    """Check the 2-D pre-logits code, mixed with pooled token layers, and errors."""
     X = digits[1][:20]
+    z0, z1, z_pre = _reference(vit, X)
     flat = SignCodeTransformer(vit, layers="last").fit(X)
     assert flat.layers_ == ["pre_logits.1"]
-    np.testing.assert_array_equal(flat.transform(X), _reference(vit, X)[2] > 0)
+    np.testing.assert_array_equal(flat.transform(X), z_pre > 0)
+    # token_pool pools the blocks' (N, T, U) GELUs; the (N, U) pre-logits GELU
+    # keeps its units
+    mixed = SignCodeTransformer(vit, layers=nn.GELU, token_pool="majority").fit(X)
+    assert mixed.layers_ == [*BLOCK_ACTS, "pre_logits.1"]
+    assert mixed.n_bits_ == 2 * HIDDEN + PRE_LOGITS
+    expected = np.hstack([(z0 > 0).sum(1) >= 3, (z1 > 0).sum(1) >= 3, z_pre > 0])
+    np.testing.assert_array_equal(mixed.transform(X), expected)
+    # ... but a token_pool with no token layer at all is a mistake
     with pytest.raises(ValueError, match="token_pool='majority' was given.*2-D"):
-        SignCodeTransformer(vit, layers=nn.GELU, token_pool="majority").fit(X)
+        SignCodeTransformer(vit, layers="last", token_pool="majority").fit(X)
     with pytest.raises(ValueError, match="3-D activation"):
         SignCodeTransformer(vit, layers="all").fit(X)
     # the patch embedding is a conv map (N, 32, 2, 2): 4 bits per channel
