@@ -586,17 +586,19 @@ class SignRecorder:
         self._spec_hits = dict.fromkeys(self._specs, 0)
 
     def _emit(self, spec: str, name: str, pos: torch.Tensor) -> None:
+        """Record one call of a layer: `pos` is its pre-activation z, or the
+        bool map ``z > 0`` when that had to be taken early (residual blocks)."""
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
         key = name if k == 0 else f"{name}#{k}"
         if self._n_forward == 0:
             self._first_shapes.append((key, tuple(pos.shape)))
-        # token_pool pools the layers with a token axis; the others of a token
-        # model (a pooler's (N, U) output) keep their units
-        bits, layout = pool_signs(
+        bits, layout = _layer_code(
             pos,
-            name=key,
+            key,
             conv_pool=self.conv_pool,
+            # token_pool pools the layers with a token axis; the others of a
+            # token model (a pooler's (N, U) output) keep their units
             token_pool=self.token_pool if pos.dim() == 3 else None,
             attention_mask=self.attention_mask,
         )
@@ -652,9 +654,8 @@ class SignRecorder:
         self._n_forward += 1
 
 
-def _signs(z: torch.Tensor, name: str) -> torch.Tensor:
-    """``z > 0``, refusing NaN (which ``>`` would silently read as bit 0)."""
-    z = z.detach()
+def _check_no_nan(z: torch.Tensor, name: str) -> None:
+    """Refuse NaN pre-activations (which ``z > 0`` would silently read as 0)."""
     # One vectorised sum (NaN propagates) is 20x cheaper than isnan().any();
     # the exact test runs only when the sum is not finite (NaN, or infs).
     if z.is_floating_point() and not torch.isfinite(z.sum()) and torch.isnan(z).any():
@@ -663,21 +664,60 @@ def _signs(z: torch.Tensor, name: str) -> torch.Tensor:
             "undefined; check the input and the weights of the net (a diverged "
             "training run gives NaN weights)."
         )
+
+
+def _signs(z: torch.Tensor, name: str) -> torch.Tensor:
+    """``z > 0``, refusing NaN."""
+    z = z.detach()
+    _check_no_nan(z, name)
     return z > 0
+
+
+def _layer_code(
+    z: torch.Tensor,
+    name: str,
+    *,
+    conv_pool: str,
+    token_pool: str | None,
+    attention_mask: torch.Tensor | None,
+) -> tuple[torch.Tensor, _Layout]:
+    """Code of one layer call from its pre-activation `z` (or ``z > 0``).
+
+    Conv maps on the CPU go through the one-pass numba kernel
+    (:mod:`sksign.nn._quadrant`); everything else is ``z > 0``, then
+    :func:`pool_signs`. Both give the same bits.
+    """
+    if z.dtype != torch.bool:
+        z = z.detach()
+        _check_no_nan(z, name)
+        if z.dim() == 4 and conv_pool == "quadrant" and z.device.type == "cpu":
+            from sksign.nn._quadrant import (
+                quadrant_majority,
+                supports_quadrant_majority,
+            )
+
+            if supports_quadrant_majority(z):
+                return quadrant_majority(z), _Layout("quadrant", (z.shape[1],))
+        z = z > 0
+    return pool_signs(
+        z,
+        name=name,
+        conv_pool=conv_pool,
+        token_pool=token_pool,
+        attention_mask=attention_mask,
+    )
 
 
 def _make_input_hook(rec: SignRecorder, spec: str, name: str) -> Any:
     def _forward_pre_hook(module: nn.Module, args: tuple[Any, ...]) -> None:
-        z = _first_tensor(args, name)
-        rec._emit(spec, name, _signs(z, name))
+        rec._emit(spec, name, _first_tensor(args, name))
 
     return _forward_pre_hook
 
 
 def _make_output_hook(rec: SignRecorder, spec: str, name: str) -> Any:
     def _forward_hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        z = _first_tensor(output, name)
-        rec._emit(spec, name, _signs(z, name))
+        rec._emit(spec, name, _first_tensor(output, name))
 
     return _forward_hook
 
@@ -721,7 +761,7 @@ def _make_block_hooks(
             for entry in inner:
                 rec._emit(block, entry.name, entry.pos)
         if residual in ("out", "both"):
-            rec._emit(block, block, final if final is not None else _signs(out, block))
+            rec._emit(block, block, final if final is not None else out)
 
     return _block_pre_hook, _block_hook, _act_pre_hook_factory, _act_post_hook
 
