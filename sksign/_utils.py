@@ -8,7 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["restore_state_on_error"]
+__all__ = [
+    "is_batch_iterator",
+    "reject_batch_iterator",
+    "restore_state_on_error",
+    "stream_batches",
+]
 
 
 @contextmanager
@@ -25,3 +30,36 @@ def restore_state_on_error(estimator) -> Iterator[None]:
         estimator.__dict__.clear()
         estimator.__dict__.update(state)
         raise
+
+
+def is_batch_iterator(X) -> bool:
+    """Whether `X` is an iterator of row batches rather than one array-like.
+
+    An iterator (a generator, ``iter(list_of_arrays)``, ``map(...)``) is
+    consumed once, batch by batch; arrays, lists, DataFrames and memmaps are
+    array-likes (iterable, but not iterators).
+    """
+    return isinstance(X, Iterator)
+
+
+def stream_batches(method, batches):
+    """Generator of ``method(batch)`` for each batch of an iterator, lazily.
+
+    Memory stays that of one batch and its result, whatever the number of
+    batches; an error in a batch is raised when that batch is reached.
+    """
+    for batch in batches:
+        yield method(batch)
+
+
+def reject_batch_iterator(X, method: str, streaming: str) -> None:
+    """Raise a TypeError naming `method` when `X` is an iterator of batches.
+
+    `streaming` names the methods of the same estimator that do take one.
+    """
+    if is_batch_iterator(X):
+        raise TypeError(
+            f"{method} needs all rows at once (an array-like); got an iterator "
+            f"({type(X).__name__}). Iterators of row batches are taken by "
+            f"{streaming}, which return a generator of per-batch results."
+        )

@@ -1,4 +1,8 @@
-"""Streaming: memory of transform/predict over a numpy memmap does not grow with n.
+"""Streaming: memory of transform/predict over a memmap or an iterator of batches.
+
+An iterator of batches gives a generator of per-batch results; such a
+generator is consumed here keeping only a count and a sum, so the whole peak
+must stay flat in n.
 
 The rule used. Peak memory is measured with :mod:`tracemalloc` (numpy and
 Python allocations; the pages of the memmap itself are file-backed and never
@@ -18,6 +22,9 @@ import tracemalloc
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
 from torch import nn
 
 from sksign.estimators import SignKNNClassifier
@@ -149,3 +156,134 @@ def test_sign_knn_predict_memory_bounded_on_memmap(knn, codes_memmap):
     pred_large, large = _working_memory(knn.predict, codes_memmap)
     np.testing.assert_array_equal(pred_large[:N_SMALL], pred_small)
     _assert_bounded(small, large, "SignKNNClassifier.predict")
+
+
+# ---------------------------------------------------------------------------
+# iterators of batches: a generator in, a generator out
+# ---------------------------------------------------------------------------
+STREAM_BATCH = 1000
+
+
+def _row_batches(X, n_rows, size=STREAM_BATCH):
+    """Generator of row batches (memmap views, never a copy of X)."""
+    for start in range(0, n_rows, size):
+        yield X[start : min(start + size, n_rows)]
+
+
+def _consume(results):
+    """Read a generator of per-batch results, keeping only a count and a sum."""
+    n, total = 0, 0
+    for part in results:
+        n += len(part)
+        total += int(np.asarray(part, dtype=np.int64).sum())
+    return np.array([n, total])
+
+
+def test_sign_code_transform_streams_an_iterator(X_memmap, mlp):
+    """Check transform(iterator): lazy per-batch codes, flat memory, same codes."""
+    sct = SignCodeTransformer(mlp, layers="all", output="packed").fit(X_memmap[:100])
+    parts = sct.transform(_row_batches(X_memmap, 2500))
+    assert not isinstance(parts, np.ndarray)  # a generator, not run yet
+    parts = list(parts)
+    assert [len(p) for p in parts] == [1000, 1000, 500]
+    np.testing.assert_array_equal(
+        np.concatenate(parts), sct.transform(np.asarray(X_memmap[:2500]))
+    )
+
+    _consume(sct.transform(_row_batches(X_memmap, 3000)))  # warm-up
+    res_small, small = _working_memory(
+        lambda n: _consume(sct.transform(_row_batches(X_memmap, n))), N_SMALL
+    )
+    res_large, large = _working_memory(
+        lambda n: _consume(sct.transform(_row_batches(X_memmap, n))), N_LARGE
+    )
+    assert res_small[0] == N_SMALL and res_large[0] == N_LARGE
+    _assert_bounded(small, large, "SignCodeTransformer.transform(iterator)")
+
+
+def test_sign_knn_and_pipeline_stream_an_iterator(X_memmap, mlp, knn, codes_memmap):
+    """Check predict(iterator) alone and after SignCodeTransformer in a Pipeline."""
+    labels = list(knn.predict(_row_batches(codes_memmap, 2500)))
+    assert [len(p) for p in labels] == [1000, 1000, 500]
+    np.testing.assert_array_equal(
+        np.concatenate(labels), knn.predict(np.asarray(codes_memmap[:2500]))
+    )
+    proba = list(knn.predict_proba(_row_batches(codes_memmap, 1500)))
+    np.testing.assert_array_equal(
+        np.concatenate(proba), knn.predict_proba(codes_memmap[:1500])
+    )
+    assert list(knn.predict(iter([]))) == []
+
+    sct = SignCodeTransformer(mlp, layers="all", output="packed")
+    codes = sct.fit_transform(X_memmap[:2000])
+    y = np.random.default_rng(3).integers(0, 4, size=2000)
+    pipe = make_pipeline(
+        sct, SignKNNClassifier(n_neighbors=3, packed=True, n_bits=sct.n_bits_)
+    )
+    pipe[-1].fit(codes, y)
+    streamed = np.concatenate(list(pipe.predict(_row_batches(X_memmap, 4321))))
+    np.testing.assert_array_equal(streamed, pipe.predict(X_memmap[:4321]))
+
+    def run(n):
+        return _consume(pipe.predict(_row_batches(X_memmap, n)))
+
+    run(3000)  # warm-up
+    res_small, small = _working_memory(run, N_SMALL)
+    res_large, large = _working_memory(run, N_LARGE)
+    assert res_large[0] == N_LARGE
+    _assert_bounded(small, large, "Pipeline.predict(iterator)")
+
+
+def test_iterator_errors_are_clear_and_lazy(X_memmap, mlp, knn, codes_memmap):
+    """Check unfitted (at once), bad batches (when reached), set_output, no harm."""
+    with pytest.raises(NotFittedError):
+        SignCodeTransformer(mlp).transform(_row_batches(X_memmap, 10))
+    with pytest.raises(NotFittedError):
+        SignKNNClassifier().predict(_row_batches(codes_memmap, 10))
+
+    sct = SignCodeTransformer(mlp, layers="all").fit(X_memmap[:100])
+    before = sct.transform(X_memmap[:50])
+    bad = np.array(X_memmap[:10])
+    bad[3, 5] = np.nan
+    parts = sct.transform(iter([X_memmap[:10], bad]))
+    assert next(parts).shape == (10, sct.n_bits_)  # the good batch comes first
+    with pytest.raises(ValueError, match="NaN"):
+        next(parts)
+    with pytest.raises(ValueError, match=f"{N_FEATURES} features"):
+        next(sct.transform(iter([X_memmap[:5, :10]])))
+    with pytest.raises(ValueError, match="set_output.*'pandas'"):
+        clone(sct).set_output(transform="pandas").fit(X_memmap[:100]).transform(
+            iter([X_memmap[:5]])
+        )
+    np.testing.assert_array_equal(sct.transform(X_memmap[:50]), before)
+
+    pred = knn.predict(codes_memmap[:50])
+    with pytest.raises(ValueError, match="48 features"):
+        list(knn.predict(iter([codes_memmap[:5], codes_memmap[:5, :8]])))
+    np.testing.assert_array_equal(knn.predict(codes_memmap[:50]), pred)
+
+
+def test_methods_needing_all_rows_refuse_iterators(X_memmap, mlp, knn, codes_memmap):
+    """Check fit, kneighbors, radius_neighbors and score name the iterator problem."""
+    batches = _row_batches(codes_memmap, 10)
+    y = np.zeros(10, dtype=int)
+    for call, method in [
+        (lambda: SignKNNClassifier().fit(batches, y), "SignKNNClassifier.fit"),
+        (lambda: knn.kneighbors(batches), "SignKNNClassifier.kneighbors"),
+        (
+            lambda: knn.radius_neighbors(batches, radius=0.1),
+            "SignKNNClassifier.radius_neighbors",
+        ),
+        (lambda: knn.score(batches, y), "SignKNNClassifier.score"),
+        (
+            lambda: SignCodeTransformer(mlp).fit(_row_batches(X_memmap, 10)),
+            "SignCodeTransformer.fit",
+        ),
+        (
+            lambda: SignCodeTransformer(mlp).fit_transform(_row_batches(X_memmap, 10)),
+            "SignCodeTransformer.fit",
+        ),
+    ]:
+        with pytest.raises(TypeError, match=f"{method} needs all rows at once"):
+            call()
+    assert knn.n_samples_fit_ == 2000  # the fitted model is untouched

@@ -4,7 +4,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 import importlib
-from collections.abc import Iterator
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,7 +14,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from sksign._utils import restore_state_on_error
+from sksign._utils import (
+    is_batch_iterator,
+    reject_batch_iterator,
+    restore_state_on_error,
+    stream_batches,
+)
 from sksign.metrics.pairwise import (
     _as_words,
     _auto_batch_size,
@@ -27,6 +31,10 @@ from sksign.metrics.pairwise import (
 )
 
 __all__ = ["SignKNNClassifier"]
+
+
+# the methods that take an iterator of row batches
+_STREAMING = "predict and predict_proba"
 
 
 def _import_faiss():
@@ -126,7 +134,8 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
     as with the popcount kernel, including the tie order.
 
     `predict` and `predict_proba` also accept an iterator of arrays (a generator
-    of row batches, say) and return the results for all rows; a
+    of row batches, say) and then return a generator of per-batch results, so
+    that memory stays that of one batch however many there are; a
     :class:`numpy.memmap` is read in row batches, without a float copy.
 
     Examples
@@ -279,6 +288,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         self : SignKNNClassifier
             The fitted estimator.
         """
+        reject_batch_iterator(X, "SignKNNClassifier.fit", _STREAMING)
         # A failing fit leaves a fitted estimator exactly as it was.
         with restore_state_on_error(self):
             X, y = validate_data(self, X, y, dtype=None if self.packed else "numeric")
@@ -336,6 +346,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             index.
         """
         check_is_fitted(self)
+        reject_batch_iterator(X, "SignKNNClassifier.kneighbors", _STREAMING)
         query_is_train = X is None
         if not query_is_train:
             X = self._validate_X(X, reset=False)
@@ -402,6 +413,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             One array of training indices per query.
         """
         check_is_fitted(self)
+        reject_batch_iterator(X, "SignKNNClassifier.radius_neighbors", _STREAMING)
         if radius is None or isinstance(radius, bool) or not isinstance(radius, Real):
             raise ValueError(
                 f"radius must be a real number (a normalised distance in [0, 1]); "
@@ -449,20 +461,22 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features), or iterator of arrays
-            Query codes, in the format of `fit`; an iterator of row batches is
-            handled batch by batch.
+            Query codes, in the format of `fit`. An iterator of row batches
+            gives a generator of their probabilities, one array per batch,
+            computed as it is consumed.
 
         Returns
         -------
         proba : ndarray of shape (n_queries, n_classes)
-            Class probabilities, in the order of `classes_`.
+            Class probabilities, in the order of `classes_`; for an iterator,
+            a generator of such arrays.
         """
         check_is_fitted(self)
-        if isinstance(X, Iterator):
-            batches = [self.predict_proba(batch) for batch in X]
-            if not batches:
-                return np.empty((0, len(self.classes_)))
-            return np.concatenate(batches)
+        if is_batch_iterator(X):
+            return stream_batches(self._predict_proba_array, X)
+        return self._predict_proba_array(X)
+
+    def _predict_proba_array(self, X):
         X = self._validate_X(X, reset=False)
         self._check_n_neighbors(None, X.shape[0], False)
         proba = np.empty((X.shape[0], len(self.classes_)))
@@ -490,19 +504,23 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features), or iterator of arrays
-            Query codes, in the format of `fit`; an iterator of row batches is
-            handled batch by batch.
+            Query codes, in the format of `fit`. An iterator of row batches
+            (the codes a :class:`~sksign.transformers.SignCodeTransformer`
+            yields for an iterator, say) gives a generator of their labels, one
+            array per batch, computed as it is consumed.
 
         Returns
         -------
         y : ndarray of shape (n_queries,)
             Predicted labels; a tie in the vote goes to the first class in
-            `classes_`.
+            `classes_`; for an iterator, a generator of such arrays.
         """
         check_is_fitted(self)
-        if isinstance(X, Iterator):
-            parts = [self.predict(batch) for batch in X]
-            return np.concatenate(parts) if parts else self.classes_[:0]
+        if is_batch_iterator(X):
+            return stream_batches(self._predict_array, X)
+        return self._predict_array(X)
+
+    def _predict_array(self, X):
         X = self._validate_X(X, reset=False)
         self._check_n_neighbors(None, X.shape[0], False)
         out = np.empty(X.shape[0], dtype=self.classes_.dtype)
@@ -510,6 +528,28 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             proba = self._proba_of_words(self._encode(X[rows], self.n_bits_))
             out[rows] = self.classes_[proba.argmax(axis=1)]
         return out
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy on the given test codes and labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query codes, in the format of `fit` (all rows at once).
+
+        y : array-like of shape (n_queries,)
+            True labels.
+
+        sample_weight : array-like of shape (n_queries,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+            Mean accuracy of ``self.predict(X)`` with respect to `y`.
+        """
+        reject_batch_iterator(X, "SignKNNClassifier.score", _STREAMING)
+        return super().score(X, y, sample_weight=sample_weight)
 
     def __getstate__(self):
         state = dict(super().__getstate__())

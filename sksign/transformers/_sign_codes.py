@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, _fit_context, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import assert_all_finite, gen_batches, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._set_output import _get_output_config
 from sklearn.utils.validation import (
     _check_feature_names_in,
     check_is_fitted,
@@ -24,7 +25,12 @@ from torch import nn
 
 from sksign._sklearn_mlp import MLP_TYPES as _MLP_TYPES
 from sksign._sklearn_mlp import hidden_layer_names, mlp_module
-from sksign._utils import restore_state_on_error
+from sksign._utils import (
+    is_batch_iterator,
+    reject_batch_iterator,
+    restore_state_on_error,
+    stream_batches,
+)
 from sksign.nn.hooks import (
     CONV_POOLS,
     RESIDUAL_MODES,
@@ -242,6 +248,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             return self._fit(X, y, **fit_params)
 
     def _fit(self, X, y=None, **fit_params):
+        reject_batch_iterator(X, "SignCodeTransformer.fit", "transform")
         est = self.estimator
         if isinstance(est, nn.Module):
             X = self._check_X(X, est, reset=True)
@@ -467,16 +474,36 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), or iterator of arrays
             Samples. A numpy array (a memmap too) is converted one batch at a
-            time, so peak memory stays about the output plus one batch.
+            time, so peak memory stays about the output plus one batch. An
+            iterator of row batches (a generator, say) gives a generator of
+            their codes, one array per batch, computed as it is consumed: the
+            memory then stays that of one batch, whatever the number of
+            batches, and the codes can stream into
+            :meth:`SignKNNClassifier.predict
+            <sksign.estimators.SignKNNClassifier.predict>` in a Pipeline.
 
         Returns
         -------
         codes : ndarray of shape (n_samples, n_bits_) or (n_samples, ceil(n_bits_ / 8))
-            uint8 bits, int8 signs or packed uint8 bytes (see ``output``).
+            uint8 bits, int8 signs or packed uint8 bytes (see ``output``); for
+            an iterator, a generator of such arrays.
         """
         check_is_fitted(self)
+        if is_batch_iterator(X):
+            container = _get_output_config("transform", self)["dense"]
+            if container != "default":
+                raise ValueError(
+                    "transform was given an iterator of batches, which gives a "
+                    f"generator of code batches, but set_output(transform="
+                    f"{container!r}) asks for one container; pass an array or "
+                    "use set_output(transform='default')."
+                )
+            return stream_batches(self._transform_array, X)
+        return self._transform_array(X)
+
+    def _transform_array(self, X):
         X = self._check_X(X, self.estimator_, reset=False)
         n = X.shape[0]
         if self.output == "packed":
