@@ -1,4 +1,4 @@
-"""Sweeps on a Dask cluster give exactly the scores of a local run.
+"""Sweeps and cross-validation on a Dask cluster give exactly the local scores.
 
 DESIGN.md, "Beyond one machine": ``GridSearchCV`` runs unchanged under
 ``joblib.parallel_backend("dask")``. Every estimator (and everything it holds:
@@ -11,12 +11,20 @@ import pickle
 import joblib
 import numpy as np
 import pytest
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate
 from sklearn.pipeline import Pipeline
 
 distributed = pytest.importorskip("distributed")
 
-from sksign.estimators import HTAFNetClassifier, SignKNNClassifier  # noqa: E402
+from sksign.estimators import (  # noqa: E402
+    HTAFNetClassifier,
+    ICBMClassifier,
+    SignKNNClassifier,
+)
+from sksign.metrics import (  # noqa: E402
+    make_gate_dominance_scorer,
+    make_intervention_scorer,
+)
 from sksign.transformers import SignCodeTransformer  # noqa: E402
 
 RANDOM_STATE = 0
@@ -142,3 +150,41 @@ def test_dask_pipeline_sign_codes_knn_equals_local(client, small_digits):
     np.testing.assert_array_equal(
         local.best_estimator_.predict(X), remote.best_estimator_.predict(X)
     )
+
+
+@pytest.mark.parametrize("kind", ["icbm", "relu_net"])
+def test_dask_cross_validate_with_sign_scorers_equals_local(client, small_digits, kind):
+    """Check cross_validate with the sign scorers on Dask equals the local run."""
+    X, y = small_digits
+    if kind == "icbm":
+        est = ICBMClassifier(
+            n_concepts=16,
+            hidden_layer_sizes=(32,),
+            max_epochs=20,
+            lr=1e-2,
+            batch_size=32,
+            random_state=RANDOM_STATE,
+        )
+    else:
+        est = _net(activation="relu").set_params(max_epochs=20)
+    scoring = {
+        "accuracy": "accuracy",
+        "sign_flip": make_intervention_scorer(alpha=0.3, random_state=RANDOM_STATE),
+        "gate": make_gate_dominance_scorer(),
+    }
+    cv = StratifiedKFold(2, shuffle=True, random_state=RANDOM_STATE)
+    pickle.loads(pickle.dumps(scoring))  # the scorers hold nothing process-bound
+    local = cross_validate(est, X, y, cv=cv, scoring=scoring, n_jobs=1)
+    with (
+        distributed.get_task_stream(client) as stream,
+        joblib.parallel_backend("dask", wait_for_workers_timeout=60),
+    ):
+        remote = cross_validate(est, X, y, cv=cv, scoring=scoring, n_jobs=-1)
+    assert {task["worker"] for task in stream.data}, "nothing ran on the cluster"
+    for key in ("test_accuracy", "test_sign_flip", "test_gate"):
+        np.testing.assert_array_equal(local[key], remote[key], err_msg=key)
+    # trained well above chance (10 classes), and the flips cost accuracy
+    assert local["test_accuracy"].min() > 0.5
+    assert (local["test_sign_flip"] < local["test_accuracy"]).all()
+    if kind == "relu_net":
+        assert np.isfinite(local["test_gate"]).all()
