@@ -1,5 +1,7 @@
 """Shared fixtures: seeds, hypothesis profile, small real data."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import torch
@@ -48,3 +50,42 @@ def run_sklearn_check():
         check(estimator)
 
     return run
+
+
+class HostTransfers:
+    """(dtype, shape) of each tensor moved to the host by ``.cpu()``, ``.numpy()``."""
+
+    def __init__(self):
+        self.cpu, self.numpy = [], []
+
+    def dtypes(self):
+        return {dtype for dtype, _ in self.cpu + self.numpy}
+
+
+@pytest.fixture
+def host_transfers(monkeypatch):
+    """Context manager recording the tensors moved to the host inside it.
+
+    ``with host_transfers() as moved: ...``, then ``moved.cpu``,
+    ``moved.numpy`` and ``moved.dtypes()``.
+    """
+    cpu, to_numpy = torch.Tensor.cpu, torch.Tensor.numpy
+
+    @contextmanager
+    def record():
+        moved = HostTransfers()
+
+        def _cpu(t, *args, **kwargs):
+            moved.cpu.append((t.dtype, tuple(t.shape)))
+            return cpu(t, *args, **kwargs)
+
+        def _numpy(t, *args, **kwargs):
+            moved.numpy.append((t.dtype, tuple(t.shape)))
+            return to_numpy(t, *args, **kwargs)
+
+        with monkeypatch.context() as mp:
+            mp.setattr(torch.Tensor, "cpu", _cpu)
+            mp.setattr(torch.Tensor, "numpy", _numpy)
+            yield moved
+
+    return record

@@ -56,28 +56,6 @@ def _float64_mlp(n_features=64, n_classes=3):
     ).double()
 
 
-class _HostTransfers:
-    """Records every tensor moved to the host with ``.cpu()`` or ``.numpy()``."""
-
-    def __init__(self, monkeypatch):
-        self.cpu, self.numpy = [], []
-        cpu, to_numpy = torch.Tensor.cpu, torch.Tensor.numpy
-
-        def _cpu(t, *args, **kwargs):
-            self.cpu.append((t.dtype, tuple(t.shape)))
-            return cpu(t, *args, **kwargs)
-
-        def _numpy(t, *args, **kwargs):
-            self.numpy.append((t.dtype, tuple(t.shape)))
-            return to_numpy(t, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, "cpu", _cpu)
-        monkeypatch.setattr(torch.Tensor, "numpy", _numpy)
-
-    def dtypes(self):
-        return {dtype for dtype, _ in self.cpu + self.numpy}
-
-
 class _InputRecorder:
     """Forward pre-hook recording the device and dtype of every batch."""
 
@@ -96,14 +74,13 @@ class _InputRecorder:
 # only bits leave the device
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("output", ["bits", "signs", "packed"])
-def test_sign_codes_move_only_bits_once_per_batch(net, data, output, monkeypatch):
+def test_sign_codes_move_only_bits_once_per_batch(net, data, output, host_transfers):
     """Check that transform moves bool bits to the host, once per batch only."""
     X, _ = data
     sct = SignCodeTransformer(net, prefit=True, layers="all", output=output)
     sct.set_params(batch_size=64).fit(X)
-    moved = _HostTransfers(monkeypatch)
-    codes = sct.transform(X)
-    monkeypatch.undo()
+    with host_transfers() as moved:
+        codes = sct.transform(X)
 
     assert moved.dtypes() == {torch.bool}, moved.cpu + moved.numpy
     n_batches = -(-len(X) // 64)
@@ -117,23 +94,21 @@ def test_sign_codes_move_only_bits_once_per_batch(net, data, output, monkeypatch
     assert sct.n_bits_ == 16 + 8
 
 
-def test_icbm_transform_moves_only_bits(icbm, data, monkeypatch):
+def test_icbm_transform_moves_only_bits(icbm, data, host_transfers):
     """Check that ICBMClassifier.transform moves only the concept bits to the host."""
     X, _ = data
-    moved = _HostTransfers(monkeypatch)
-    concepts = icbm.transform(X)
-    monkeypatch.undo()
+    with host_transfers() as moved:
+        concepts = icbm.transform(X)
     assert moved.dtypes() == {torch.bool}, moved.cpu + moved.numpy
     assert concepts.dtype == np.uint8
     assert concepts.shape == (len(X), 8)
 
 
-def test_net_predict_moves_outputs_not_activations(net, data, monkeypatch):
+def test_net_predict_moves_outputs_not_activations(net, data, host_transfers):
     """Check that predict moves only (n, n_classes) logits back, no hidden layer."""
     X, _ = data
-    moved = _HostTransfers(monkeypatch)
-    net.predict_proba(X)
-    monkeypatch.undo()
+    with host_transfers() as moved:
+        net.predict_proba(X)
     transfers = moved.cpu + moved.numpy
     assert transfers, "predict_proba moved nothing to the host"
     assert all(shape[-1] == len(net.classes_) for _, shape in transfers), transfers
@@ -238,39 +213,9 @@ def test_transformer_device_moves_only_its_copy(net, data):
 
 
 # ---------------------------------------------------------------------------
-# CUDA (skipped without a GPU)
+# CUDA (skipped without a GPU); tests/test_device_end_to_end.py runs its
+# end-to-end checks on CUDA too
 # ---------------------------------------------------------------------------
-@needs_cuda
-def test_cuda_net_codes_and_scorers(data, monkeypatch):
-    """Check a CUDA net end to end: fit, codes (bits only back), scorers."""
-    X, y = data
-    gpu = HTAFNetClassifier((16,), max_epochs=2, random_state=0, device="cuda")
-    gpu.fit(X, y)
-    assert next(gpu.module_.parameters()).device.type == "cuda"
-    proba = gpu.predict_proba(X)
-    assert isinstance(proba, np.ndarray)
-
-    sct = SignCodeTransformer(gpu, prefit=True, layers="all").fit(X)
-    moved = _HostTransfers(monkeypatch)
-    codes = sct.transform(X)
-    monkeypatch.undo()
-    assert moved.dtypes() == {torch.bool}
-    assert codes.dtype == np.uint8
-
-    cpu_module = gpu.module_.to("cpu")
-    try:
-        cpu_codes = SignCodeTransformer(cpu_module, layers="all").fit(X).transform(X)
-    finally:
-        gpu.module_.to("cuda")
-    # same weights; only values within float rounding of 0 may differ
-    assert np.mean(codes == cpu_codes) > 0.999
-
-    score = intervention_score(gpu, X, y, random_state=0)
-    assert 0.0 <= score <= 1.0
-    assert next(gpu.module_.parameters()).device.type == "cuda"
-    assert np.isfinite(gate_dominance(gpu, X)) or gate_dominance(gpu, X) == np.inf
-
-
 @needs_cuda
 def test_cuda_transformer_device_override(net, data):
     """Check that SignCodeTransformer(device="cuda") reads a CPU net on the GPU."""
