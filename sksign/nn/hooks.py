@@ -106,6 +106,29 @@ _SIGN_NAME_TOKENS = ("relu", "gelu", "silu", "swish", "mish", "tanh", "elu")
 _SIGN_NAMES = {"linearactivation", "identityactivation"}
 
 
+def _sign_breaking_setting(module: nn.Module) -> str | None:
+    """The setting that keeps a usually sign-preserving module from being one.
+
+    A negative slope on the negative side (LeakyReLU, PReLU, RReLU) or a
+    negative ELU alpha makes ``phi(z) > 0`` for ``z < 0`` (CELU keeps the
+    sign for any alpha); a Hardtanh
+    whose range excludes 0 has one output sign. None when the module is fine.
+    """
+    if isinstance(module, nn.LeakyReLU) and module.negative_slope < 0:
+        return f"negative_slope={module.negative_slope:g}"
+    if isinstance(module, nn.PReLU):
+        low = float(module.weight.detach().min())
+        if low < 0:
+            return f"a learned slope of {low:g}"
+    if isinstance(module, nn.RReLU) and min(module.lower, module.upper) < 0:
+        return f"lower={module.lower:g}, upper={module.upper:g}"
+    if isinstance(module, nn.ELU) and module.alpha < 0:
+        return f"alpha={module.alpha:g}"
+    if isinstance(module, nn.Hardtanh) and not (module.min_val <= 0 <= module.max_val):
+        return f"min_val={module.min_val:g}, max_val={module.max_val:g}"
+    return None
+
+
 def activation_kind(module: nn.Module) -> Literal["sign", "non_sign"] | None:
     """Classify `module` as an activation.
 
@@ -121,10 +144,12 @@ def activation_kind(module: nn.Module) -> Literal["sign", "non_sign"] | None:
         tanh, hardtanh, ELU, ..., every :class:`StepActivation`, and classes
         of other libraries whose name says GELU/SiLU/Swish/Mish/ReLU/tanh/ELU,
         such as ``GELUActivation``); "non_sign" for sigmoid, softplus,
-        softmax, GLU and the like; None when `module` is not an activation.
+        softmax, GLU and the like, and for a LeakyReLU/PReLU/RReLU with a
+        negative slope (or an ELU with a negative alpha), whose negative
+        inputs give positive outputs; None when `module` is not an activation.
     """
     if isinstance(module, _SIGN_PRESERVING_TYPES):
-        return "sign"
+        return "non_sign" if _sign_breaking_setting(module) else "sign"
     if isinstance(module, _NON_SIGN_PRESERVING_TYPES):
         return "non_sign"
     if list(module.children()):
@@ -188,8 +213,10 @@ def _check_sign_preserving(
 ) -> None:
     if allow_non_sign_preserving or activation_kind(layer) != "non_sign":
         return
+    setting = _sign_breaking_setting(layer)
+    what = f"a {type(layer).__name__}" + (f" with {setting}" if setting else "")
     raise ValueError(
-        f"layer {name!r} is a {type(layer).__name__}, which is not "
+        f"layer {name!r} is {what}, which is not "
         "sign-preserving (its output sign does not follow the sign of its "
         "input), so it has no sign code. Pick a sign-preserving activation "
         "(ReLU, SiLU, GELU, tanh, HTAF, ...) or pass "

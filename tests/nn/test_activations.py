@@ -40,6 +40,28 @@ def test_htaf_gradcheck(a0, a1):
     assert torch.autograd.gradcheck(lambda t: htaf(t, a0, a1), (x,))
 
 
+@pytest.mark.parametrize(("a0", "a1"), [(2.0, 11.0), (0.1, 220.0), (5.0, 4.4)])
+def test_htaf_second_derivative(a0, a1):
+    """Check double backward (create_graph=True) against the composed formula."""
+    x = (3 * torch.randn(64, dtype=torch.float64)).requires_grad_(True)
+    assert torch.autograd.gradgradcheck(lambda t: htaf(t, a0, a1), (x,))
+
+    def first_and_second(f):
+        (g,) = torch.autograd.grad(f(x).sum(), x, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), x)
+        return g.detach(), h
+
+    g, h = first_and_second(lambda t: htaf(t, a0, a1))
+    g_ref, h_ref = first_and_second(lambda t: torch.sigmoid(a1 * torch.tanh(a0 * t)))
+    torch.testing.assert_close(g, g_ref, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(h, h_ref, rtol=1e-9, atol=1e-10)
+    # a gradient penalty trains through the activation
+    w = torch.ones(1, dtype=torch.float64, requires_grad=True)
+    (gx,) = torch.autograd.grad(htaf(w * x, a0, a1).sum(), x, create_graph=True)
+    gx.pow(2).sum().backward()
+    assert w.grad is not None and w.grad.abs().item() > 0
+
+
 @pytest.mark.parametrize(("a0", "a1"), [(2.0, 11.0), (1.0, 22.0), (0.5, 44.0)])
 def test_htaf_slope_at_zero(a0, a1):
     """Check that the slope at 0 is alpha0 * alpha1 / 4."""

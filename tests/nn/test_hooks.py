@@ -305,6 +305,57 @@ def test_activation_kind_is_generous():
     assert list(find_activations(net, include_non_sign_preserving=True)) == ["1", "2"]
 
 
+@pytest.mark.parametrize(
+    ("module", "setting"),
+    [
+        (nn.LeakyReLU(-0.5), "negative_slope=-0.5"),
+        (nn.PReLU(init=-0.25), "a learned slope of -0.25"),
+        (nn.RReLU(-0.3, 0.1), "lower=-0.3"),
+        (nn.ELU(alpha=-1.0), "alpha=-1"),
+        (nn.Hardtanh(0.1, 1.0), "min_val=0.1"),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, nn.Module) else "",
+)
+def test_negative_slopes_are_not_sign_preserving(module, setting):
+    """Check that a slope or alpha that flips negative inputs breaks h = S * M."""
+    torch.manual_seed(0)
+    z = torch.randn(200)
+    h = module.eval()(z)
+    assert ((h > 0) != (z > 0)).any()  # the premise really fails
+    assert activation_kind(module) == "non_sign"
+    net = nn.Sequential(nn.Linear(3, 4), module, nn.Linear(4, 2))
+    assert list(find_activations(net)) == []
+    with pytest.raises(
+        ValueError, match=f"is a {type(module).__name__} with {setting}"
+    ):
+        resolve_layers(net, ["1"])
+    # an explicit opt-in still records the sign of its input
+    assert list(resolve_layers(net, ["1"], allow_non_sign_preserving=True)) == ["1"]
+
+
+def test_usual_slopes_stay_sign_preserving():
+    """Check the default and positive settings of the same modules."""
+    for module in (
+        nn.LeakyReLU(0.01),
+        nn.PReLU(),
+        nn.RReLU(),
+        nn.ELU(),
+        nn.CELU(),
+        nn.Hardtanh(),
+        nn.ReLU6(),
+        nn.LeakyReLU(0.0),
+        nn.CELU(alpha=-2.0),  # CELU keeps the sign for any alpha
+    ):
+        z = torch.randn(200)
+        h = module.eval()(z)
+        assert not ((h > 0) & (z <= 0)).any() and not ((h < 0) & (z > 0)).any()
+        assert activation_kind(module) == "sign", module
+    prelu = nn.PReLU(num_parameters=3)
+    with torch.no_grad():
+        prelu.weight[1] = -0.1  # one learned negative slope is enough
+    assert activation_kind(prelu) == "non_sign"
+
+
 def test_resolve_layers_errors():
     """Check the errors for unknown names, empty wildcards and bad activations."""
     net = nn.Sequential(
