@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import math
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -15,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 from skorch import NeuralNetClassifier, NeuralNetRegressor
 from skorch.callbacks import EpochScoring, PrintLog
+from skorch.history import History
 from torch import nn
 
 from sksign._utils import restore_state_on_error
@@ -53,11 +54,10 @@ default="mlp"
         a square one-channel image.
     conv_channels : tuple of int, default=(16, 32)
         Channels of the conv blocks (``architecture="cnn"`` only).
-    time_steps : int, default=4
-        Simulation steps of the integrate-and-fire neurons
-        (``architecture="snn"`` only).
     module : nn.Module class or instance, default=None
-        skorch's ``module``; when given, it replaces ``architecture``.
+        skorch's ``module``; when given, it replaces ``architecture``."""
+
+_PARAMS_DOC_TRAINING = """
     optimizer : torch optimizer class, default=torch.optim.Adam
         skorch's optimizer (Adam trains well where skorch's SGD default
         does not).
@@ -71,6 +71,11 @@ default="mlp"
     train_split : callable or None, default=None
         skorch's validation split, e.g. ``skorch.dataset.ValidSplit(5)``.
         None trains on all of X, like scikit-learn's estimators.
+    time_steps : int, default=4
+        Simulation steps of the integrate-and-fire neurons
+        (``architecture="snn"`` only)."""
+
+_PARAMS_DOC_TAIL = """
     relaxation_gap : bool or "auto", default="auto"
         Add the :class:`~sksign.estimators.RelaxationGap` callback, which
         records the exact-step vs smooth accuracy and the binarization rate
@@ -99,6 +104,45 @@ _COMMON_ATTRS_DOC = """
         Column names, when X was a DataFrame with string column names.
     input_shape_ : tuple of int or None
         Image shape used by ``architecture="cnn"``."""
+
+
+def _check_real(owner, name, value, *, low, inclusive):
+    """A finite real number above `low` (or at it, when `inclusive`)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not np.isfinite(value)
+        or value < low
+        or (value == low and not inclusive)
+    ):
+        if low == 0:
+            what = "non-negative" if inclusive else "positive"
+            kind = f"a {what} real number"
+        else:
+            kind = f"a real number {'>=' if inclusive else '>'} {low}"
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must be {kind}. Got {value!r} "
+            "instead."
+        )
+
+
+def _check_int(owner, name, value, *, low, also=()):
+    """An integer >= `low` (or one of the values in `also`)."""
+    if value in also and not isinstance(value, bool):
+        return
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+        extra = f" or one of {list(also)}" if also else ""
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must be an integer >= {low}"
+            f"{extra}. Got {value!r} instead."
+        )
+
+
+def _image_shape(shape):
+    """(C, H, W) of one image; a 2-D (H, W) shape has one channel."""
+    if shape is not None and len(shape) == 2:
+        return (1, *shape)
+    return None if shape is None else tuple(shape)
 
 
 class _HTAFNetMixin:
@@ -150,7 +194,7 @@ class _HTAFNetMixin:
         if reset:
             self._image_shape = shape
         elif shape is not None and self.input_shape_ is not None:
-            if math.prod(shape) != math.prod(self.input_shape_):
+            if _image_shape(shape) != _image_shape(self.input_shape_):
                 raise ValueError(
                     f"X has images of shape {shape}, but {type(self).__name__} "
                     f"was fitted on images of shape {self.input_shape_}."
@@ -175,19 +219,13 @@ class _HTAFNetMixin:
         self._check_common_params()
 
     def _check_common_params(self):
-        """Checks shared by every net: alpha0/alpha1 and relaxation_gap."""
-        for name in ("alpha0", "alpha1"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float | np.floating | np.integer)
-                or not np.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(
-                    f"The {name!r} parameter of {type(self).__name__} must be a "
-                    f"positive real number. Got {value!r} instead."
-                )
+        """Checks shared by every net: alpha0/alpha1, training, relaxation_gap."""
+        owner = type(self).__name__
+        for name in ("alpha0", "alpha1", "lr"):
+            _check_real(owner, name, getattr(self, name), low=0, inclusive=False)
+        _check_int(owner, "max_epochs", self.max_epochs, low=1)
+        # skorch's convention: -1 is the whole data set in one batch
+        _check_int(owner, "batch_size", self.batch_size, low=1, also=(-1,))
         if self.relaxation_gap not in (True, False, "auto"):
             raise ValueError(
                 "The 'relaxation_gap' parameter must be True, False or 'auto'. "
@@ -205,6 +243,20 @@ class _HTAFNetMixin:
         if self.random_state is None:
             return None
         return int(check_random_state(self.random_state).randint(2**31 - 1))
+
+    def _continues_training(self):
+        """Whether ``fit`` goes on training the existing net (``warm_start``)."""
+        return bool(
+            self.warm_start
+            and getattr(self, "initialized_", False)
+            and hasattr(self, "n_features_in_")
+        )
+
+    def initialize_history(self):
+        # A new History rather than skorch's in-place clear: a fit that fails
+        # after initialize() then gives the previous history back intact.
+        self.history_ = History()
+        return self
 
     def initialize(self):
         self._check_params()
@@ -353,6 +405,10 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
     ----------"""
         + _COMMON_PARAMS_DOC
         + """
+    criterion : torch loss class, default=torch.nn.CrossEntropyLoss
+        skorch's criterion; it receives the logits and the encoded labels."""
+        + _PARAMS_DOC_TRAINING
+        + """
     sign_repulsion : float, default=0.0
         Final weight lambda of the intra-class sign repulsion regulariser
         (PAPERS.md part B; the paper uses 500). 0 disables it.
@@ -363,7 +419,9 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
     repulsion_ramp : int, default=200
         Epochs of the linear ramp of lambda up to ``sign_repulsion``.
     repulsion_layers : "last" or list of str, default="last"
-        Activation modules (by name) whose pre-activations are repelled.
+        Activation modules (by name) whose pre-activations are repelled."""
+        + _PARAMS_DOC_TAIL
+        + """
 
     Attributes
     ----------
@@ -459,6 +517,14 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         check_is_fitted(self, "label_encoder_")
         return self.label_encoder_.classes_
 
+    def _check_params(self):
+        super()._check_params()
+        owner = type(self).__name__
+        _check_real(owner, "sign_repulsion", self.sign_repulsion, low=0, inclusive=True)
+        _check_real(owner, "repulsion_tau", self.repulsion_tau, low=0, inclusive=False)
+        for name in ("repulsion_warmup", "repulsion_ramp"):
+            _check_int(owner, name, getattr(self, name), low=0)
+
     # -- intra-class sign repulsion -----------------------------------------
     def _repulsion_modules(self):
         from sksign.nn.hooks import resolve_layers
@@ -537,8 +603,8 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
             for name, cb in super()._default_callbacks
         ]
 
-    def _encode_fit_targets(self, X, y, classes=None):
-        X = self._as_rows(X, reset=True)
+    def _encode_fit_targets(self, X, y, classes=None, reset=True):
+        X = self._as_rows(X, reset=reset)
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y "
@@ -551,7 +617,16 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
                 f"Found input variables with inconsistent numbers of samples: "
                 f"X has {len(X)}, y has {len(y)}."
             )
-        labels = np.unique(y) if classes is None else np.asarray(classes)
+        if classes is None:
+            classes = getattr(self, "classes", None)  # skorch's parameter
+        labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
+        if classes is not None:
+            unseen = np.setdiff1d(np.unique(y), labels)
+            if len(unseen):
+                raise ValueError(
+                    f"y contains labels {unseen.tolist()!r} that are not among the "
+                    f"classes given ({labels.tolist()!r})."
+                )
         if len(labels) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the "
@@ -576,19 +651,24 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         -------
         self : HTAFNetClassifier
         """
+        # A fit that fails (bad parameters, data, fit_params, or during
+        # training) leaves the estimator as it was.
         with restore_state_on_error(self):
-            X, encoder = self._encode_fit_targets(X, y)
-        if self.warm_start and getattr(self, "label_encoder_", None) is not None:
-            if not np.array_equal(encoder.classes_, self.label_encoder_.classes_):
+            self._check_params()
+            warm = self._continues_training()
+            X, encoder = self._encode_fit_targets(X, y, reset=not warm)
+            if warm and not np.array_equal(
+                encoder.classes_, self.label_encoder_.classes_
+            ):
                 raise ValueError(
                     "warm_start=True needs the same classes as the first fit; got "
                     f"{encoder.classes_!r}, expected {self.label_encoder_.classes_!r}."
                 )
-        self.label_encoder_ = encoder
-        y_enc = encoder.transform(column_or_1d(y)).astype(np.int64)
-        if not self.warm_start or not self.initialized_:
-            self.initialize()
-        return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
+            self.label_encoder_ = encoder
+            y_enc = encoder.transform(column_or_1d(y)).astype(np.int64)
+            if not warm:
+                self.initialize()
+            return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
@@ -608,17 +688,34 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         -------
         self : HTAFNetClassifier
         """
-        first = not getattr(self, "initialized_", False) or not hasattr(
-            self, "label_encoder_"
-        )
-        if first:
-            X, encoder = self._encode_fit_targets(X, y, classes=classes)
-            self.label_encoder_ = encoder
-            self.initialize()
-        else:
-            X = self._as_rows(X, reset=False)
-        y_enc = self.label_encoder_.transform(column_or_1d(y)).astype(np.int64)
-        return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
+        with restore_state_on_error(self):
+            self._check_params()
+            first = not getattr(self, "initialized_", False) or not hasattr(
+                self, "label_encoder_"
+            )
+            if first:
+                X, encoder = self._encode_fit_targets(X, y, classes=classes)
+                y_enc = encoder.transform(column_or_1d(y)).astype(np.int64)
+                self.label_encoder_ = encoder
+                self.initialize()
+            else:
+                if classes is not None and not np.array_equal(
+                    np.unique(np.asarray(classes)), self.classes_
+                ):
+                    raise ValueError(
+                        f"classes={list(classes)!r} is not the same as on the first "
+                        f"call to partial_fit: {self.classes_.tolist()!r}."
+                    )
+                X = self._as_rows(X, reset=False)
+                y = column_or_1d(y)
+                unseen = np.setdiff1d(np.unique(y), self.classes_)
+                if len(unseen):
+                    raise ValueError(
+                        f"y contains labels {unseen.tolist()!r} that are not among "
+                        f"the classes of the first call ({self.classes_.tolist()!r})."
+                    )
+                y_enc = self.label_encoder_.transform(y).astype(np.int64)
+            return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits, exact step inside).
@@ -684,6 +781,11 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
     Parameters
     ----------"""
         + _COMMON_PARAMS_DOC
+        + """
+    criterion : torch loss class, default=torch.nn.MSELoss
+        skorch's criterion; it receives the predictions and the float targets."""
+        + _PARAMS_DOC_TRAINING
+        + _PARAMS_DOC_TAIL
         + """
 
     Attributes
@@ -822,12 +924,15 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
         -------
         self : HTAFNetRegressor
         """
+        # A fit that fails leaves the estimator as it was.
         with restore_state_on_error(self):
-            X = self._as_rows(X, reset=True)
-            y2 = self._prepare_targets(X, y, reset=True)
-        if not self.warm_start or not self.initialized_:
-            self.initialize()
-        return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
+            self._check_params()
+            warm = self._continues_training()
+            X = self._as_rows(X, reset=not warm)
+            y2 = self._prepare_targets(X, y, reset=not warm)
+            if not warm:
+                self.initialize()
+            return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
 
     def partial_fit(self, X, y, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
@@ -845,12 +950,14 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
         -------
         self : HTAFNetRegressor
         """
-        first = not getattr(self, "initialized_", False)
-        X = self._as_rows(X, reset=first)
-        y2 = self._prepare_targets(X, y, reset=first)
-        if first:
-            self.initialize()
-        return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
+        with restore_state_on_error(self):
+            self._check_params()
+            first = not getattr(self, "initialized_", False)
+            X = self._as_rows(X, reset=first)
+            y2 = self._prepare_targets(X, y, reset=first)
+            if first:
+                self.initialize()
+            return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
 
     def predict(self, X):
         """Predict targets (exact step inside for step-like activations).
