@@ -2,8 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# CPU build of torch, pinned: an unpinned torch pulls a multi-GB CUDA build.
+# torch pinned, before the package: an unpinned torch pulls a newer, multi-GB
+# CUDA build. The project's machines hold the CPU wheel of 2.13.0 on disk; elsewhere
+# pass TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu".
 TORCH_PIN ?= torch==2.13.0
+TORCH_INDEX ?=
 PYTEST_WORKERS ?= 2
 
 .PHONY: setup demo test test-slow test-all lint bench docs clean
@@ -13,7 +16,7 @@ $(BIN)/activate:
 
 $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install "$(TORCH_PIN)"
+	$(BIN)/python -m pip install "$(TORCH_PIN)" $(TORCH_INDEX)
 	$(BIN)/python -m pip install -e ".[test,docs,dev]"
 	touch $@
 

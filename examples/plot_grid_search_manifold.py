@@ -8,8 +8,10 @@ GridSearchCV over alpha0 and alpha1 on the 22-manifold
 :class:`~sklearn.model_selection.GridSearchCV` tunes them directly.
 :func:`~sksign.nn.activations.htaf_grid` builds a grid that stays on the
 manifold ``alpha0 * alpha1 = 22`` (Theorem 3.2): each candidate pairs one
-``alpha0`` with ``alpha1 = 22 / alpha0``, so every candidate is within 0.1 of
-the step outside ``[-0.1, 0.1]`` and only the shape of the tail changes. One
+``alpha0`` with ``alpha1 = 22 / alpha0``, so every candidate has the same slope
+at 0 and stays close to the step outside ``[-0.1, 0.1]`` (within 0.1 exactly
+once ``alpha1`` is large enough, Proposition 3.1; (2, 11) is within 0.103),
+and mainly the tail changes. One
 off-manifold pair (``alpha0 * alpha1 = 4``, a soft step) is added for
 contrast. Accuracies are measured with the exact Heaviside step at inference.
 """

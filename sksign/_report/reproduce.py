@@ -1,7 +1,7 @@
 """``python -m sksign reproduce signcode|htaf``: the papers' tables at this scale.
 
 Each table has the rows and columns of the paper's headline table, with the
-paper's numbers (CIFAR-10, PAPERS.md) next to ours, so a reader can put them
+paper's numbers (CIFAR-10) next to ours, so a reader can put them
 side by side. The scale differs (digits / MNIST-5k on a CPU instead of CIFAR
 on GPUs), so compare the orderings and gaps, not the absolute accuracies.
 
@@ -41,7 +41,7 @@ __all__ = [
     "run_reproduce",
 ]
 
-# -- the papers' numbers (PAPERS.md) ----------------------------------------
+# -- the papers' numbers --------------------------------------------------
 #: Sign Code paper, FFNN w=1024 d=6 on CIFAR-10: (full net, sign-kNN) accuracy %.
 PAPER_SIGNCODE = {
     "relu": (57.30, 55.82),
@@ -76,7 +76,7 @@ _PAPER_ARCH = {
 }
 
 
-#: Sign Code paper, gate dominance of FFNNs on CIFAR-10 (PAPERS.md, part B).
+#: Sign Code paper, gate dominance of FFNNs on CIFAR-10.
 PAPER_GATE = {
     "silu": "Z1 ~ 4..10, δ̄ 0.4..0.94",
     "tanh": "Z1 ~ 0.4..0.6, δ̄ ~ 0",

@@ -397,7 +397,7 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
     parameters below. With a step-like activation ("htaf", "ste",
     "scaled_sigmoid") the net trains with the smooth (or straight-through)
     function and predicts with the exact Heaviside step, so its hidden
-    units are single bits (a deep Heaviside network, PAPERS.md part A).
+    units are single bits (a deep Heaviside network, the HTAF paper).
     With "relu", "silu", "gelu" or "tanh" it trains the Sign Code paper's
     FFNNs.
 
@@ -411,7 +411,7 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         + """
     sign_repulsion : float, default=0.0
         Final weight lambda of the intra-class sign repulsion regulariser
-        (PAPERS.md part B; the paper uses 500). 0 disables it.
+        (the Sign Code paper; the paper uses 500). 0 disables it.
     repulsion_tau : float, default=0.005
         Temperature of the smooth gate proxy.
     repulsion_warmup : int, default=50
@@ -526,6 +526,11 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
             _check_int(owner, name, getattr(self, name), low=0)
 
     # -- intra-class sign repulsion -----------------------------------------
+    def _check_repulsion_layers(self):
+        """Resolve `repulsion_layers` on the built net before any training."""
+        if self.sign_repulsion:
+            self._repulsion_modules()
+
     def _repulsion_modules(self):
         from sksign.nn.hooks import resolve_layers
 
@@ -668,10 +673,15 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
             y_enc = encoder.transform(column_or_1d(y)).astype(np.int64)
             if not warm:
                 self.initialize()
+            self._check_repulsion_layers()
             return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
+
+        Parameters and data are checked before anything changes (the classes
+        are fixed by the first call); an error during the training itself
+        keeps the updates made before it.
 
         Parameters
         ----------
@@ -680,7 +690,8 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
         y : array-like of shape (n_samples,)
             Class labels.
         classes : array-like, default=None
-            All classes; needed on the first call if y lacks some.
+            All classes; needed on the first call if y lacks some. Later calls
+            may repeat it, but not change it.
         **fit_params : dict
             Passed to skorch's ``partial_fit``.
 
@@ -715,6 +726,7 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
                         f"the classes of the first call ({self.classes_.tolist()!r})."
                     )
                 y_enc = self.label_encoder_.transform(y).astype(np.int64)
+            self._check_repulsion_layers()
             return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def predict_proba(self, X):
@@ -936,6 +948,10 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
 
     def partial_fit(self, X, y, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
+
+        Parameters and data are checked before anything changes (the classes
+        are fixed by the first call); an error during the training itself
+        keeps the updates made before it.
 
         Parameters
         ----------

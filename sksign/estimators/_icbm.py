@@ -98,7 +98,7 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
 
     The net is ``backbone -> Linear -> concepts -> head``: the concept layer
     of `n_concepts` units is an HTAF in training and the exact step
-    ``1[z >= 0]`` at inference (PAPERS.md part A, ICBM), so every prediction
+    ``1[z >= 0]`` at inference (the HTAF paper, ICBM), so every prediction
     goes through a binary concept vector ``c in {0, 1}^N``, and a linear head
     reads it. No concept labels are needed: :meth:`explain_concepts` splits
     the classes into those on which a concept fires and those on which it
@@ -327,6 +327,10 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         # transform gives uint8 bits whatever the input dtype.
         tags.transformer_tags.preserves_dtype = []
         return tags
+
+    def _check_repulsion_layers(self):
+        # No sign repulsion in ICBM (see train_step_single).
+        return None
 
     def train_step_single(self, batch, **fit_params):
         # No sign repulsion in ICBM: skip HTAFNetClassifier's hook machinery.

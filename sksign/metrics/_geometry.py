@@ -1,6 +1,6 @@
 """Sign geometry: the sign-kNN gap and leave-one-out purity in Hamming space.
 
-PAPERS.md, part B: the sign gap ``Delta_sgn`` (test error of a k-NN that sees
+the Sign Code paper: the sign gap ``Delta_sgn`` (test error of a k-NN that sees
 only a layer's sign bits, minus the test error of the full net) and the
 leave-one-out purity ``pi_k(x_i) = (1/k) sum_{j in N_k(x_i) minus i}
 1[y_j = y_i]`` of the codes.
@@ -49,7 +49,7 @@ def loo_purity(codes, y, k=10, *, packed=False, n_bits=None, per_sample=False):
 
     ``pi_k(x_i) = (1/k) * sum_{j in N_k(x_i)} 1[y_j = y_i]`` where ``N_k(x_i)``
     are the k nearest codes to ``x_i`` by Hamming distance among all samples
-    except ``i`` itself (PAPERS.md, part B). Computed with one
+    except ``i`` itself (the Sign Code paper). Computed with one
     ``k + 1``-neighbour search (:func:`~sksign.metrics.pairwise.packed_kneighbors`),
     so no ``n x n`` matrix is built.
 
@@ -125,7 +125,7 @@ def sign_gap(
 ):
     """Sign gap: test error of sign-kNN on the codes minus that of the net.
 
-    ``Delta_sgn = err(sign-kNN) - err(net)`` (PAPERS.md, part B). The codes are
+    ``Delta_sgn = err(sign-kNN) - err(net)`` (the Sign Code paper). The codes are
     the sign bits (``1[z > 0]``) of `layers` of the fitted net, read with
     :class:`~sksign.transformers.SignCodeTransformer` (``prefit=True``); a
     :class:`~sksign.estimators.SignKNNClassifier` (normalised Hamming

@@ -7,7 +7,7 @@ It accepts a fitted sksign/skorch net (also mid-fit, inside skorch's
 ``EpochScoring``), a bare ``torch.nn.Module`` whose output is the logits,
 scikit-learn's ``MLPClassifier``, and a ``Pipeline`` ending in one of these
 (``X`` goes through ``estimator[:-1].transform`` first). The definitions are
-those of PAPERS.md, part B.
+those of the Sign Code paper.
 """
 
 # Authors: The sksign developers
@@ -302,7 +302,7 @@ def intervention_score(
 ):
     """Accuracy of a classifier under a sign or magnitude intervention.
 
-    The Sign Code paper's causal test (PAPERS.md, part B). Hidden units of
+    The Sign Code paper's causal test. Hidden units of
     sign-preserving activations split as ``h = S * M`` with ``S = +1 iff
     z > 0`` (else -1) and ``M = |h|``; the intervention corrupts one channel
     in the chosen layers, propagating forward, and the score is the accuracy
@@ -501,7 +501,7 @@ class GateDominanceReport:
     Attributes
     ----------
     definition : str
-        The definitions used (PAPERS.md, part B, Theorem 6.1, as settled there).
+        The definitions used (the Sign Code paper, Theorem 6.1).
     layer : str
         Name of the last hidden (activation) layer.
     readout : str

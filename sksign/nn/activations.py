@@ -1,6 +1,6 @@
 """The HTAF family: HTAF, the Heaviside step, STE and scaled-sigmoid baselines.
 
-HTAF(x | a0, a1) = sigmoid(a1 * tanh(a0 * x)) (PAPERS.md, part A). Nets train
+HTAF(x | a0, a1) = sigmoid(a1 * tanh(a0 * x)) (the HTAF paper). Nets train
 with HTAF in the forward and backward pass and swap it for the exact step
 H(x) = 1[x >= 0] at inference, so hidden units are single bits.
 """
@@ -70,7 +70,7 @@ def _htaf_derivative(x: torch.Tensor, alpha0: float, alpha1: float) -> torch.Ten
 
 
 class _HTAFFunction(torch.autograd.Function):
-    """sigmoid(a1 * tanh(a0 * x)) with the closed-form backward of PAPERS.md."""
+    """sigmoid(a1 * tanh(a0 * x)) with the closed-form backward of the HTAF paper."""
 
     @staticmethod
     def forward(ctx, x, alpha0, alpha1):
@@ -252,7 +252,7 @@ class STEHeaviside(StepActivation):
 class ScaledSigmoid(StepActivation):
     """Scaled sigmoid ``sigmoid(k * x)`` in training, exact step at inference.
 
-    The baseline HTAF is compared with (PAPERS.md, part A). ``k = alpha0 *
+    The baseline HTAF is compared with (the HTAF paper). ``k = alpha0 *
     alpha1`` gives the same slope at 0 as an HTAF.
 
     Parameters

@@ -1,6 +1,6 @@
 """Bi-Real-style binary MLP: binary activations, binary weights, real shortcuts.
 
-A binary block (Bi-Real Net, PAPERS.md part A) reads the real-valued residual
+A binary block (Bi-Real Net, the HTAF paper) reads the real-valued residual
 stream ``x``, binarises it with a step-like activation, multiplies the bits
 with binary weights and adds the result back onto the real stream::
 

@@ -1,7 +1,7 @@
 """Sign recording over any nn.Module: layer resolution and forward hooks.
 
 The sign code of a hidden unit is the sign of its pre-activation ``z``
-(PAPERS.md, part B): bit 1 iff ``z > 0``, else 0 (ReLU's zero outputs get
+(the Sign Code paper): bit 1 iff ``z > 0``, else 0 (ReLU's zero outputs get
 bit 0, sign -1). It is read as the INPUT of the activation module (a forward
 pre-hook), which serves ReLU, tanh, GELU and the step-like HTAF family alike
 (HTAF outputs lie in (0, 1)). Nets that call functional activations
@@ -237,9 +237,16 @@ def resolve_layers(
     module : nn.Module
         The net.
     layers : "last", "all", str, type, tuple of types or list, default="last"
-        - "last": the last activation module in ``named_modules()`` order
-          (registration order; for an ``nn.Sequential`` the forward order).
+        - "last": the last sign-preserving activation module in
+          ``named_modules()`` order (registration order; for an
+          ``nn.Sequential`` the forward order); a sigmoid or softmax after it
+          (an output or gate) is passed over.
         - "all": every sign-preserving activation module.
+
+          With ``allow_non_sign_preserving=True`` both also consider sigmoid,
+          softplus and the like. Without it, a LeakyReLU/PReLU/RReLU with a
+          negative slope (or an ELU with a negative alpha) that "all" would
+          cover, or that comes last, raises rather than being passed over.
         - a name of ``named_modules()`` or a list of names. Names may hold
           fnmatch wildcards (``"encoder.layer.*.intermediate.*"``); a
           wildcard keeps only the sign-preserving activation modules it
@@ -249,7 +256,9 @@ def resolve_layers(
         - a module type or tuple of types (``nn.ReLU``, a residual block
           class): every module of that type. A list may mix names and types.
     allow_non_sign_preserving : bool, default=False
-        Accept sigmoid, softplus and the like (their input sign is recorded).
+        Accept activations that are not sign-preserving (sigmoid, softplus,
+        negative slopes; their input sign is recorded), by name and in
+        "last"/"all".
 
     Returns
     -------
@@ -266,7 +275,20 @@ def resolve_layers(
     named = {name: m for name, m in module.named_modules() if name}
     owner = type(module).__name__
     if isinstance(layers, str) and layers in ("last", "all"):
-        acts = find_activations(module)
+        acts = find_activations(
+            module, include_non_sign_preserving=allow_non_sign_preserving
+        )
+        if not allow_non_sign_preserving:
+            # A hidden activation whose setting breaks the sign (a negative
+            # slope) is an error, not a layer to skip like a sigmoid gate: for
+            # "all" anywhere, for "last" when it comes after the last good one.
+            order = {name: i for i, name in enumerate(named)}
+            last_good = max((order[n] for n in acts), default=-1)
+            for name, m in named.items():
+                if isinstance(m, _SIGN_PRESERVING_TYPES) and (
+                    layers == "all" or order[name] > last_good
+                ):
+                    _check_sign_preserving(name, m, False)
         if not acts:
             raise ValueError(
                 f"layers={layers!r} found no activation module in {owner}. Nets "
@@ -573,6 +595,9 @@ class SignRecorder:
     # (key, shape) of each layer of the first forward, to explain a token_pool
     # that found no token axis
     _first_shapes: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    #: the exception a hook of this recorder raised last (NaN, shapes, ...), so
+    #: that callers can tell it from an error of the net's own forward
+    error: BaseException | None = None
 
     @property
     def n_bits(self) -> int:
@@ -853,7 +878,8 @@ def record_signs(
     residual : {"int", "out", "both"}, default="out"
         Codes of the selected modules that contain activation modules.
     allow_non_sign_preserving : bool, default=False
-        Accept sigmoid, softplus and the like.
+        Accept activations that are not sign-preserving; see
+        :func:`resolve_layers`.
     to_cpu : bool, default=True
         Move the bits to the CPU in the hook. False keeps them on the net's
         device until you pop them (one transfer per batch instead of one per
@@ -919,27 +945,40 @@ def record_signs(
     )
     rec._specs = [name for _, name, _, _ in plan]
     handles: list[RemovableHandle] = []
+
+    def guard(hook):
+        """`hook`, noting any exception it raises in ``rec.error``."""
+
+        def guarded(*args):
+            try:
+                return hook(*args)
+            except Exception as exc:
+                rec.error = exc
+                raise
+
+        return guarded
+
+    def pre_hook(target, hook):
+        handles.append(target.register_forward_pre_hook(guard(hook)))
+
+    def post_hook(target, hook):
+        handles.append(target.register_forward_hook(guard(hook)))
+
     try:
-        handles.append(
-            module.register_forward_pre_hook(lambda m, a: rec._start_forward())
-        )
+        pre_hook(module, lambda m, a: rec._start_forward())
         for kind, name, layer, inner in plan:
             if kind == "input":
-                handles.append(
-                    layer.register_forward_pre_hook(_make_input_hook(rec, name, name))
-                )
+                pre_hook(layer, _make_input_hook(rec, name, name))
             elif kind == "output":
-                handles.append(
-                    layer.register_forward_hook(_make_output_hook(rec, name, name))
-                )
+                post_hook(layer, _make_output_hook(rec, name, name))
             else:
                 pre, post, act_pre, act_post = _make_block_hooks(rec, name, residual)
-                handles.append(layer.register_forward_pre_hook(pre))
-                handles.append(layer.register_forward_hook(post))
+                pre_hook(layer, pre)
+                post_hook(layer, post)
                 for act_name, act in inner.items():
-                    handles.append(act.register_forward_pre_hook(act_pre(act_name)))
-                    handles.append(act.register_forward_hook(act_post))
-        handles.append(module.register_forward_hook(lambda m, a, o: rec._end_forward()))
+                    pre_hook(act, act_pre(act_name))
+                    post_hook(act, act_post)
+        post_hook(module, lambda m, a, o: rec._end_forward())
         with temporarily_eval(module):
             yield rec
     finally:

@@ -2,7 +2,7 @@
 
 Any classifier ``f = h(g(x))`` becomes an ICBM when the last activation of
 its feature extractor ``g`` is an HTAF in training and the exact step at
-inference (PAPERS.md part A): the representation is then a binary concept
+inference (the HTAF paper): the representation is then a binary concept
 vector ``c in {0, 1}^N``. :class:`ICBMNet` builds that as::
 
     backbone -> fc (Linear) -> concepts (HTAF, N units) -> head (Linear)

@@ -1,6 +1,6 @@
 """Causal interventions on sign and magnitude as context managers over any module.
 
-Implements the two interventions of the Sign Code paper (PAPERS.md, part B) on
+Implements the two interventions of the Sign Code paper on
 the activation modules of any ``nn.Module``. Every hidden unit of a
 sign-preserving activation splits as ``h = phi(z) = S * M`` with
 ``S = +1 iff z > 0`` (else -1) and ``M = |h|``.

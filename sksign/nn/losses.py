@@ -1,4 +1,4 @@
-"""Intra-class sign repulsion (PAPERS.md part B, class-coherent sign geometry)."""
+"""Intra-class sign repulsion (the Sign Code paper, class-coherent sign geometry)."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -73,7 +73,7 @@ def repulsion_lambda(
     """Weight of the repulsion loss at 1-based `epoch`.
 
     0 for the first `warmup` epochs, then a linear ramp over `ramp` epochs up
-    to `lam` (PAPERS.md: 50 epochs, 200 epochs, 500).
+    to `lam` (the Sign Code paper: 50 epochs, 200 epochs, 500).
     """
     if epoch <= warmup:
         return 0.0

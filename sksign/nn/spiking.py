@@ -9,7 +9,7 @@ membrane potential and fires when the potential reaches a threshold::
     v[t] = v[t] * (1 - s[t])             # reset="zero"
 
 In training the spike function is the smooth HTAF in the forward AND backward
-pass (no surrogate gradient, PAPERS.md part A); "ste" (forward step, backward
+pass (no surrogate gradient, the HTAF paper); "ste" (forward step, backward
 a surrogate) and "scaled_sigmoid" are the baselines. At inference every spike
 is exactly 0 or 1.
 

@@ -259,8 +259,9 @@ def hf_sign_code_transformer(
     layers : str, list or module type, default="encoder.layer.*.intermediate.*"
         The feed-forward activations of BERT-like encoders. Other families
         name them differently, e.g. ``"transformer.layer.*.ffn.activation"``
-        (DistilBERT), ``"h.*.mlp.act"`` (GPT-2); an activation class such as
-        ``transformers.activations.GELUActivation`` works for any of them.
+        (DistilBERT), ``"h.*.mlp.act"`` (GPT-2); an activation class works
+        where the model uses it (``transformers.activations.GELUActivation``
+        for BERT and DistilBERT; GPT-2 uses ``NewGELUActivation``).
     token_pool : {"first", "majority"}, default="majority"
         "first": the first token ([CLS]); "majority": the majority sign over
         the non-padding tokens (ties to +1).

@@ -60,7 +60,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     """Sign code of a fitted net: one bit per hidden unit, ``1[z > 0]``.
 
     For a sign-preserving activation ``phi`` every hidden unit splits as
-    ``h = phi(z) = S * M`` with ``S = sgn(z)`` (PAPERS.md, part B). This
+    ``h = phi(z) = S * M`` with ``S = sgn(z)`` (the Sign Code paper). This
     transformer runs the net once over X and returns the sign bits ``S`` of
     the selected layers: bit 1 iff the pre-activation ``z > 0``, else 0
     (ReLU's zero outputs give 0). Works like
@@ -444,6 +444,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                     try:
                         module(**kwargs)
                     except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+                        if exc is rec.error:  # the recorder's own (NaN, shapes)
+                            raise
                         raise type(exc)(
                             f"the forward of {type(module).__name__} rejected the "
                             f"keyword arguments {sorted(kwargs)} returned by "

@@ -110,6 +110,12 @@ def test_failed_refit_leaves_the_fitted_net(name, failure, data):
         ({"lr": float("inf")}, "'lr'.*positive real.*Got inf"),
         ({"batch_size": 0}, "'batch_size'.*-1"),
         ({"batch_size": True}, "'batch_size'"),
+        # resolved on the built net before any epoch, even one the warm-up
+        # would never reach
+        (
+            {"sign_repulsion": 1.0, "repulsion_layers": "nope", "repulsion_warmup": 99},
+            "layer 'nope' was not found",
+        ),
     ],
 )
 def test_bad_hyperparameters_are_refused_before_training(params, match, data):

@@ -333,6 +333,38 @@ def test_negative_slopes_are_not_sign_preserving(module, setting):
     assert list(resolve_layers(net, ["1"], allow_non_sign_preserving=True)) == ["1"]
 
 
+def test_last_and_all_refuse_a_negative_slope_instead_of_skipping_it():
+    """Check "last"/"all" raise on a broken hidden activation, and the opt-in."""
+    bad_last = nn.Sequential(
+        nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 4), nn.LeakyReLU(-0.1), nn.Linear(4, 2)
+    )
+    for spec in ("last", "all"):
+        with pytest.raises(ValueError, match="'3' is a LeakyReLU with negative_slope"):
+            resolve_layers(bad_last, spec)
+    assert list(resolve_layers(bad_last, "all", allow_non_sign_preserving=True)) == [
+        "1",
+        "3",
+    ]
+    # a broken activation before the last good one: "last" reads the good one,
+    # "all" refuses; a sigmoid output after it is passed over as before
+    bad_first = nn.Sequential(
+        nn.Linear(3, 4),
+        nn.PReLU(init=-0.2),
+        nn.Linear(4, 4),
+        nn.ReLU(),
+        nn.Linear(4, 1),
+        nn.Sigmoid(),
+    )
+    assert list(resolve_layers(bad_first, "last")) == ["3"]
+    with pytest.raises(ValueError, match="'1' is a PReLU with a learned slope"):
+        resolve_layers(bad_first, "all")
+    # the opt-in also lets "last"/"all" take sigmoid and the like
+    gated = nn.Sequential(nn.Linear(3, 4), nn.Sigmoid(), nn.Linear(4, 2))
+    with pytest.raises(ValueError, match="found no activation module"):
+        resolve_layers(gated, "all")
+    assert list(resolve_layers(gated, "all", allow_non_sign_preserving=True)) == ["1"]
+
+
 def test_usual_slopes_stay_sign_preserving():
     """Check the default and positive settings of the same modules."""
     for module in (
