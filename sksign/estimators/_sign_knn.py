@@ -87,7 +87,10 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
 
     approximate : bool, default=False
         If True, search an approximate faiss ``IndexBinaryHNSW`` (for millions of
-        codes); neighbours may then differ from the exact ones. Needs faiss.
+        codes); neighbours may then differ from the exact ones. A query for
+        which the graph yields fewer than `n_neighbors` codes (`n_neighbors`
+        near the number of codes, many duplicates) is answered exactly. Needs
+        faiss.
 
     batch_size : int, default=None
         Query rows handled at a time by `kneighbors`, `predict` and
@@ -241,13 +244,29 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         if self._faiss_index is None:
             return _knn_words(words, self._fit_words, n_neighbors, n_threads)
         faiss = _import_faiss()
+        index = self._faiss_index
         old = faiss.omp_get_max_threads()
         faiss.omp_set_num_threads(n_threads)
+        hnsw = getattr(index, "hnsw", None)
+        if hnsw is not None:  # the candidate list must hold at least k codes
+            old_ef = hnsw.efSearch
+            hnsw.efSearch = max(old_ef, n_neighbors)
         try:
-            dist, ind = self._faiss_index.search(words.view(np.uint8), n_neighbors)
+            dist, ind = index.search(words.view(np.uint8), n_neighbors)
         finally:
             faiss.omp_set_num_threads(old)
-        return dist.astype(np.int64), ind.astype(np.int64)
+            if hnsw is not None:
+                hnsw.efSearch = old_ef
+        dist, ind = dist.astype(np.int64), ind.astype(np.int64)
+        # HNSW pads a query's list with index -1 when its graph walk finds
+        # fewer than k codes (k near n_samples_fit_, many duplicate codes);
+        # such queries get the exact answer instead.
+        short = np.flatnonzero((ind < 0).any(axis=1))
+        if short.size:
+            dist[short], ind[short] = _knn_words(
+                words[short], self._fit_words, n_neighbors, n_threads
+            )
+        return dist, ind
 
     def _check_n_neighbors(self, n_neighbors, n_samples, query_is_train):
         if n_neighbors is None:

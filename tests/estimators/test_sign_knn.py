@@ -301,3 +301,26 @@ def test_faiss_approximate_index_finds_most_neighbours():
     assert np.mean(np.isclose(d_approx, d_exact)) > 0.9
     clone = pickle.loads(pickle.dumps(approx))
     np.testing.assert_array_equal(clone.kneighbors(Q)[0], d_approx)
+
+
+@needs_faiss
+@pytest.mark.parametrize("n_neighbors", [100, 120])
+def test_faiss_approximate_never_returns_placeholder_neighbours(n_neighbors):
+    """Check HNSW's -1 padding (too few codes found) never reaches the user."""
+    # many identical codes: the graph walk finds fewer than k of them
+    X = np.zeros((n_neighbors + 20, 64), dtype=np.uint8)
+    X[-5:, :3] = 1
+    y = np.arange(len(X)) % 3
+    exact = SignKNNClassifier(n_neighbors).fit(X, y)
+    approx = SignKNNClassifier(n_neighbors, approximate=True).fit(X, y)
+    for query in (X[:30], None):
+        d, ind = approx.kneighbors(query)
+        assert (ind >= 0).all() and (d >= 0).all()
+        assert (np.diff(d, axis=1) >= 0).all()  # ascending, as documented
+        d_exact, _ = exact.kneighbors(query)
+        np.testing.assert_array_equal(d, d_exact)
+        assert all(len(set(row)) == n_neighbors for row in ind)  # distinct codes
+    # the vote counts the returned neighbours only (a -1 read as y[-1] before)
+    _, ind = approx.kneighbors(X[:30])
+    votes = np.stack([np.bincount(y[row], minlength=3) for row in ind]) / n_neighbors
+    np.testing.assert_allclose(approx.predict_proba(X[:30]), votes)
