@@ -56,10 +56,33 @@ made with --quick --out docs/_static.
 
 
 def _positive_int(text):
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _check_out_and_device(parser, args) -> None:
+    """Refuse an --out that cannot be a folder and an unusable --device, before
+    any training (exit status 2, as for any bad argument)."""
+    from pathlib import Path
+
+    out = Path(args.out)
+    for part in (out, *out.parents):
+        if part.exists():
+            if not part.is_dir():
+                parser.error(f"--out {args.out!r}: {str(part)!r} is not a folder")
+            break
+    import torch
+
+    try:
+        device = torch.device(args.device)
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as exc:
+        parser.error(f"--device {args.device!r} is not usable here: {exc}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -196,6 +219,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    _check_out_and_device(parser, args)
     if args.threads:
         import torch
 

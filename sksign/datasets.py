@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from numbers import Integral
 
 import numpy as np
 from sklearn import datasets as _skd
@@ -272,6 +273,19 @@ def docstring_sentences(module_name, *, min_length=20, max_length=200):
     >>> len(docstring_sentences("math")) > 10
     True
     """
+    if not isinstance(module_name, str):
+        raise TypeError(
+            "module_name must be the name of a module, e.g. 'math'; got "
+            f"{type(module_name).__name__} {module_name!r}."
+        )
+    for name, value in (("min_length", min_length), ("max_length", max_length)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+            raise ValueError(f"{name} must be an integer >= 0; got {value!r}.")
+    if min_length > max_length:
+        raise ValueError(
+            f"min_length={min_length} is above max_length={max_length}: no "
+            "sentence could be kept."
+        )
     module = importlib.import_module(module_name)
     objects = []
     for name, obj in sorted(vars(module).items()):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from sksign.__main__ import build_parser, main
 from sksign._report._common import fmt, markdown_table, read_markdown_tables
@@ -214,6 +215,26 @@ def test_bad_arguments_are_rejected(capsys):
     assert args.full is False and args.dataset is None
 
 
+def test_bad_out_and_device_fail_before_any_training(tmp_path, capsys):
+    """Check --out on a file and an unusable --device exit 2 at once."""
+    a_file = tmp_path / "report.md"
+    a_file.write_text("not a folder")
+    cases = [
+        (["demo", "--out", str(a_file)], "is not a folder"),
+        (["reproduce", "htaf", "--out", str(a_file / "sub")], "is not a folder"),
+        (["reproduce", "signcode", "--device", "foo"], "--device 'foo' is not usable"),
+        (["reproduce", "signcode", "--epochs", "abc"], "positive integer, got 'abc'"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["demo", "--device", "cuda"], "--device 'cuda' is not usable"))
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert a_file.read_text() == "not a folder"
+
+
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "demo" in capsys.readouterr().out
@@ -342,3 +363,36 @@ def test_reproduce_quick(tmp_path, table):
             assert 0 <= float(r["loo_purity"]) <= 1
         for r in _table(tmp_path, "signcode_table_3"):
             assert float(r["eps_1"]) <= float(r["union_bound"]) + 2e-4
+
+
+def test_best_of_a_row_reports_ties():
+    """Check equal means are a tie, not a win for the first activation."""
+    from sksign._report.reproduce import _leaders
+
+    assert _leaders(["htaf", "ste", "ss"], [0.958, 0.958, 0.95]) == ["htaf", "ste"]
+    assert _leaders(["htaf", "ste", "ss"], [0.95, 0.96, 0.958]) == ["ste"]
+    # 1552/1620 correct either way: equal up to float rounding of the mean
+    assert _leaders(["a", "b"], [1552 / 1620, (1552 / 1620 * 3) / 3]) == ["a", "b"]
+
+
+def test_docs_csvs_hold_what_the_markdown_shows():
+    """Check the CSVs' mean and std (ddof=1) give the markdown's 'mean ± std'."""
+    md = (ROOT / "docs" / "_static" / "htaf_table.md").read_text(encoding="utf-8")
+    table = read_markdown_tables(md)[0]
+    header, rows = _read_csv(ROOT / "docs" / "_static" / "htaf_table.csv")
+    for md_row, row in zip(table[1:], rows):
+        for act, col in (("htaf", "HTAF (%)"), ("ste", "STE (%)"), ("ss", "SS (%)")):
+            key = {"ss": "scaled_sigmoid"}.get(act, act)
+            mean = float(row[header.index(f"{key}_acc")])
+            std = float(row[header.index(f"{key}_acc_std")])
+            assert md_row[table[0].index(col)] == f"{100 * mean:.2f} ± {100 * std:.2f}"
+        # the paper's numbers are fractions, like ours
+        assert 0 < float(row[header.index("paper_c10_htaf")]) < 1
+    header, rows = _read_csv(ROOT / "docs" / "_static" / "signcode_table.csv")
+    widths = [int(r[header.index("width")]) for r in rows]
+    for r, width in zip(rows, widths):
+        paper = r[header.index("paper_net_acc")]
+        if width == max(widths):  # only the headline width carries the paper's
+            assert 0 < float(paper) < 1
+        else:
+            assert paper == ""

@@ -111,3 +111,15 @@ def test_no_mlxtend_needed_for_bundled_sklearn_data(monkeypatch):
     ):
         X, y = loader()
         assert len(X) == len(y)
+
+
+def test_docstring_sentences_bounds_and_errors():
+    """Check the length bounds hold and bad arguments raise naming them."""
+    sentences = datasets.docstring_sentences("math", min_length=30, max_length=80)
+    assert sentences and all(30 <= len(s) <= 80 for s in sentences)
+    with pytest.raises(TypeError, match="module_name must be the name of a module"):
+        datasets.docstring_sentences(5)
+    with pytest.raises(ValueError, match="min_length=300 is above max_length=10"):
+        datasets.docstring_sentences("math", min_length=300, max_length=10)
+    with pytest.raises(ValueError, match="max_length must be an integer >= 0"):
+        datasets.docstring_sentences("math", max_length=-1)

@@ -372,7 +372,12 @@ _INTERVENTIONS = (
     ("sign_flip", "literal", "h -> -h (magnitude kept)"),
     ("sign_flip", "gate", "h -> phi(-z) (unit takes the other branch)"),
     ("magnitude", "standard", "M -> abs(eta), eta ~ N(0, 1); clean sign kept"),
-    ("magnitude", "matched", "M -> abs(eta) rescaled to mean mu_j(S); clean sign kept"),
+    (
+        "magnitude",
+        "matched",
+        "M -> abs(eta) rescaled to mean mu_j(S), mu estimated on the training "
+        "set; clean sign kept",
+    ),
 )
 
 

@@ -196,6 +196,26 @@ def _pm(values, scale=100.0, digits=2):
     return f"{num(v.mean())} ± {num(v.std(ddof=1))}"
 
 
+def _mean_std(values):
+    """[mean, std] as the markdown's 'mean ± std' shows them (ddof=1; NaN std
+    for a single value)."""
+    v = np.asarray(values, dtype=float)
+    return [float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan")]
+
+
+def _paper_fractions(values, head):
+    """The paper's percentages as fractions (the unit of our columns), on the
+    rows of the headline width only; None elsewhere."""
+    return [v / 100 if head and v is not None else None for v in values]
+
+
+def _leaders(names, means):
+    """The names with the best mean; several when they tie (equal means, e.g.
+    the same number of correct test samples), never the first by accident."""
+    top = max(means)
+    return [n for n, m in zip(names, means) if np.isclose(m, top, rtol=0, atol=1e-12)]
+
+
 def _human(seconds):
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -332,8 +352,8 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         f"{cfg.dataset} (70/30 stratified split, {len(X_train)} train / "
         f"{len(X_test)} test), {cfg.seeds} seed(s) (mean ± std)"
     )
-    paper_note = (f"The paper's numbers (CIFAR-10) stand on the rows of the "
-                  f"largest width ({headline}).")
+    paper_note = (f"The paper's numbers stand on the rows of the largest width "
+                  f"({headline}).")
 
     def label_rows(extra_cols, cells_of, csv_of):
         rows, csv_rows = [], []
@@ -341,8 +361,14 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
             head = width == headline
             rows.append([_NAMES.get(act, act), *cells_of(act, res, head), str(width),
                          *[c(res) for c in extra_cols]])
-            csv_rows.append([act, width, *csv_of(act, res)])
+            csv_rows.append([act, width, *csv_of(act, res, head)])
         return rows, csv_rows
+
+    def mean_std_cols(names):
+        return [c for n in names for c in (n, f"{n}_std")]
+
+    def mean_std_cells(res, keys):
+        return [c for k in keys for c in _mean_std(res[k])]
 
     # 1. full net vs sign-kNN (+ train accuracy and purity)
     def cells1(act, res, head):
@@ -354,10 +380,9 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         [lambda r: _pm(r["train"]),
          lambda r: _pm(r["purity"], scale=1, digits=3)],
         cells1,
-        lambda act, res: [np.mean(res[k]) for k in ("net", "knn", "gap", "train",
-                                                      "purity")]
-        + [np.std(res["net"]), np.std(res["knn"]),
-           *PAPER_SIGNCODE.get(act, (None, None))],
+        lambda act, res, head: mean_std_cells(
+            res, ("net", "knn", "gap", "train", "purity"))
+        + _paper_fractions(PAPER_SIGNCODE.get(act, (None, None)), head),
     )
     t1 = Table(
         "Full net vs sign-kNN test accuracy",
@@ -365,13 +390,15 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         "layer's bits, training codes as reference. Paper: FFNN w=1024, d=6 on "
         "CIFAR-10. Δsgn = sign-kNN error - full-net error, in points. Extra "
         f"columns: training accuracy; leave-one-out purity (k={cfg.purity_k}) "
-        f"of the test codes in Hamming space. {paper_note}",
+        f"of the test codes in Hamming space. {paper_note} The CSV holds "
+        "fractions (the paper's too) and a _std column per mean (ddof=1).",
         ["Activation", "Full net (%)", "Sign-kNN (%)", "Δsgn (pts)",
          "Paper full net (%)", "Paper sign-kNN (%)", "Width", "Train (%)",
          f"LOO purity (k={cfg.purity_k})"],
         rows1,
-        ["activation", "width", "net_acc", "sign_knn_acc", "sign_gap",
-         "train_acc", "loo_purity", "net_acc_std", "sign_knn_acc_std",
+        ["activation", "width",
+         *mean_std_cols(["net_acc", "sign_knn_acc", "sign_gap", "train_acc",
+                         "loo_purity"]),
          "paper_net_acc", "paper_sign_knn_acc"],
         csv1,
         note=f"Spearman ρ(LOO purity, test accuracy) over {len(accs)} models: "
@@ -388,9 +415,9 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
 
     rows2, csv2 = label_rows(
         [], cells2,
-        lambda act, res: [np.mean(res[k]) for k in
-                          ("net", *(k for k, _, _ in _INTERVENTIONS))]
-        + list(PAPER_MAGNITUDE.get(act, (None, None))),
+        lambda act, res, head: mean_std_cells(
+            res, ("net", *(k for k, _, _ in _INTERVENTIONS)))
+        + _paper_fractions(PAPER_MAGNITUDE.get(act, (None, None)), head),
     )
     t2 = Table(
         "Interventions",
@@ -398,15 +425,17 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         "repeats. Sign flip literal: h -> -h; gate: h -> phi(-z). Magnitude: M -> "
         "|eta| projected onto the clean signs (h = S_clean * M); standard: eta ~ "
         "N(0, 1); matched: |eta| rescaled to the unit's mean magnitude mu_j(S) on "
-        f"the training set. Paper: FFNN, standard noise. {paper_note}",
+        f"the training set. Paper: FFNN (the paper does not name the data set "
+        f"of these numbers), standard noise. {paper_note}",
         ["Activation", "Clean (%)", f"Sign flip α={fa}, literal (%)",
          f"Sign flip α={fa}, gate (%)", f"Magnitude α={ma}, standard (%)",
          f"Magnitude α={ma}, matched (%)", "Paper clean → magnitude α=1 (%)",
          "Width"],
         rows2,
-        ["activation", "width", "clean", "flip_literal", "flip_gate",
-         "magnitude_standard", "magnitude_matched", "paper_clean",
-         "paper_magnitude"],
+        ["activation", "width",
+         *mean_std_cols(["clean", "flip_literal", "flip_gate",
+                         "magnitude_standard", "magnitude_matched"]),
+         "paper_clean", "paper_magnitude"],
         csv2,
     )
 
@@ -416,7 +445,7 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
                 PAPER_GATE.get(act, "") if head else ""]
 
     rows3, csv3 = label_rows(
-        [], cells3, lambda act, res: [np.mean(res[k]) for k in _GATE_KEYS]
+        [], cells3, lambda act, res, head: mean_std_cells(res, _GATE_KEYS)
     )
     t3 = Table(
         "Gate dominance (last hidden layer)",
@@ -430,8 +459,9 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         ["Activation", "Median Z1", "δ̄", "eps_1", "(C-1) E[Z1^-2]",
          "E[min(1, Σ r²/M~²)]", "Paper", "Width"],
         rows3,
-        ["activation", "width", "median_Z1", "delta_bar", "eps_1", "bound",
-         "union_bound"],
+        ["activation", "width",
+         *mean_std_cols(["median_Z1", "delta_bar", "eps_1", "bound",
+                         "union_bound"])],
         csv3,
     )
     return [t1, t2, t3]
@@ -546,20 +576,31 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
         f"alpha1={cfg.alpha1:g} (SS: k = alpha0 * alpha1; STE: clipped "
         f"identity), {cfg.seeds} seed(s) (mean ± std); exact step H at inference"
     )
-    rows, csv_rows, wins = [], [], dict.fromkeys(cfg.activations, 0)
+    rows, csv_rows = [], []
+    wins = dict.fromkeys(cfg.activations, 0)
+    ties = 0
     for i, (name, arch, depth) in enumerate(models):
-        means = [np.mean(acc[(i, a)]) for a in cfg.activations]
-        best = cfg.activations[int(np.argmax(means))]
-        wins[best] += 1
+        means = [float(np.mean(acc[(i, a)])) for a in cfg.activations]
+        leaders = _leaders(cfg.activations, means)
+        if len(leaders) == 1:
+            wins[leaders[0]] += 1
+        else:
+            ties += 1
         p = PAPER_HTAF[name]
         extra = f"T={cfg.time_steps}, " if arch == "snn" else ""
         rows.append([
             name, f"{_OURS_ARCH.get(arch, arch)}, {extra}{depth} hidden layers",
             *[_pm(acc[(i, a)]) for a in cfg.activations], _PAPER_ARCH[name],
             " / ".join(f"{v:.1f}" for v in p["C10"]),
-            " / ".join(f"{v:.1f}" for v in p["C100"]), _NAMES.get(best, best),
+            " / ".join(f"{v:.1f}" for v in p["C100"]),
+            " = ".join(_NAMES.get(a, a) for a in leaders)
+            + (" (tie)" if len(leaders) > 1 else ""),
         ])
-        csv_rows.append([name, arch, depth, *means, *p["C10"], *p["C100"]])
+        csv_rows.append([
+            name, arch, depth,
+            *[c for a in cfg.activations for c in _mean_std(acc[(i, a)])],
+            *[v / 100 for v in (*p["C10"], *p["C100"])],
+        ])
     tables = [Table(
         "HTAF vs STE vs scaled sigmoid (SS)",
         f"Ours: {setting}. Paper: CIFAR-10/100, mean of 5 runs. Extra column: "
@@ -568,14 +609,17 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
          "Paper: net", "Paper C10 HTAF / STE / SS", "Paper C100 HTAF / STE / SS",
          "Best (ours)"],
         rows,
-        ["model", "architecture", "depth", *[f"{a}_acc" for a in cfg.activations],
+        ["model", "architecture", "depth",
+         *[c for a in cfg.activations for c in (f"{a}_acc", f"{a}_acc_std")],
          "paper_c10_htaf", "paper_c10_ste", "paper_c10_ss", "paper_c100_htaf",
          "paper_c100_ste", "paper_c100_ss"],
         csv_rows,
         note="Best mean: " + ", ".join(f"{_NAMES[a]} in {n}"
                                        for a, n in wins.items())
+        + (f", tied in {ties}" if ties else "")
         + f" of {len(models)} rows. A small-scale run, not the paper's CIFAR "
-        "setting; the paper's ranking need not hold here.",
+        "setting; the paper's ranking need not hold here. Differences within "
+        "one std are not a ranking.",
     )]
     g_rows, g_csv = [], []
     for act, runs in grads.items():
@@ -583,7 +627,7 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
         med = [float(np.median(r)) for r in runs]
         g_rows.append([_NAMES.get(act, act), _pm(first, 1, 3), _pm(med, 1, 3),
                        PAPER_GRAD.get(act, "")])
-        g_csv.append([act, np.mean(first), np.mean(med)])
+        g_csv.append([act, *_mean_std(first), *_mean_std(med)])
     tables.append(Table(
         "First-layer gradient norm",
         f"Frobenius norm of dL/dW_fc0 in a DHN (Heaviside MLP, {cfg.grad_depth} "
@@ -592,7 +636,8 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
         f"median over steps 1-{cfg.grad_steps}.",
         ["Activation", "Step 1", f"Median steps 1-{cfg.grad_steps}", "Paper"],
         g_rows,
-        ["activation", "grad_norm_step1", "grad_norm_median"],
+        ["activation", "grad_norm_step1", "grad_norm_step1_std",
+         "grad_norm_median", "grad_norm_median_std"],
         g_csv,
     ))
     if icbm:
@@ -601,11 +646,12 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
             label = f"{backbone.upper()} {cfg.icbm_hidden} + {cfg.n_concepts} concepts"
             diff = 100 * (np.mean(after) - np.mean(before))
             rows2.append([label, cfg.dataset, _pm(before), _pm(after), f"{diff:+.2f}"])
-            csv2.append([backbone, cfg.dataset, np.mean(before), np.mean(after)])
+            csv2.append([backbone, cfg.dataset, *_mean_std(before),
+                         *_mean_std(after)])
         for bb, data_name, b, a in PAPER_ICBM:
             rows2.append([f"{bb} (paper)", data_name, f"{b:.1f}", f"{a:.1f}",
                           f"{a - b:+.1f}"])
-            csv2.append([f"{bb} (paper)", data_name, b / 100, a / 100])
+            csv2.append([f"{bb} (paper)", data_name, b / 100, None, a / 100, None])
         tables.append(Table(
             "ICBM before/after",
             "Before: the same net with a ReLU layer in place of the concept layer; "
@@ -613,7 +659,8 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
             ["Backbone", "Data", "Before (%)", "After, ICBM (%)",
              "Difference (pts)"],
             rows2,
-            ["backbone", "data", "before_acc", "after_acc"], csv2,
+            ["backbone", "data", "before_acc", "before_acc_std", "after_acc",
+             "after_acc_std"], csv2,
         ))
     return tables
 
@@ -672,8 +719,11 @@ def run_reproduce(table, *, full=False, dataset=None, device="cpu",
     footer = (
         f"Made by `python -m sksign reproduce {table} --{mode}"
         f"{' ' + opts if opts else ''}` in {took} on {platform.machine()} "
-        f"(device {device}, {torch.get_num_threads()} torch thread(s)), "
-        f"torch {torch.__version__}."
+        f"({torch.backends.cpu.get_cpu_capability()} kernels; device {device}, "
+        f"{torch.get_num_threads()} torch thread(s)), torch {torch.__version__}. "
+        "The same seeds give the same numbers on the same kind of CPU; other "
+        "vector kernels (AVX2 vs AVX-512) round differently and can move the "
+        "last digits."
     )
     write_tables(tables, out, table, f"{title} ({mode} mode)", stream, footer)
     print(f"Took {took}.", file=stream)
