@@ -338,6 +338,12 @@ def resolve_layers(
                     f"available: {_describe_available(module)}."
                 )
             kinds = {n: activation_kind(named[n]) for n in found}
+            if not allow_non_sign_preserving:
+                # a negative-slope hidden activation is an error, not a gate
+                # the wildcard may pass over (as for "all", names and types)
+                for n in found:
+                    if isinstance(named[n], _SIGN_PRESERVING_TYPES):
+                        _check_sign_preserving(n, named[n], False)
             any_acts = [n for n in found if kinds[n] is not None]
             sign_acts = [n for n in found if kinds[n] == "sign"]
             if allow_non_sign_preserving:
@@ -503,7 +509,8 @@ def pool_signs(
                 "token_pool='first' or token_pool='majority'."
             )
         if token_pool == "first":
-            return pos[:, 0, :], _Layout("unit", (pos.shape[2],))
+            # a copy, not a view: the stored bits must not pin the (N, T, U) map
+            return pos[:, 0, :].contiguous(), _Layout("unit", (pos.shape[2],))
         if token_pool != "majority":
             raise ValueError(
                 f"token_pool must be one of {TOKEN_POOLS} or None. Got "

@@ -221,6 +221,8 @@ def tokenize_to_array(tokenizer, texts, *, max_length=None, pad_token_id=None):
             f"max_length must be a positive int or None; got {max_length!r}."
         )
     pad = _pad_id_of(tokenizer, pad_token_id)
+    if not texts:
+        return np.zeros((0, max_length or 0), dtype=np.int64)
     limit = max_length
     if limit is None:
         model_max = getattr(tokenizer, "model_max_length", None)
@@ -229,6 +231,17 @@ def tokenize_to_array(tokenizer, texts, *, max_length=None, pad_token_id=None):
         texts, truncation=limit is not None, max_length=limit, padding=False
     )
     rows = enc["input_ids"]
+    longest = max(len(r) for r in rows)
+    if max_length is not None and longest > max_length:
+        # the tokenizer cannot truncate below its special tokens
+        n_special = getattr(tokenizer, "num_special_tokens_to_add", None)
+        n_special = n_special(pair=False) if callable(n_special) else 0
+        need = n_special if n_special > max_length else longest
+        raise ValueError(
+            f"max_length={max_length} is too short for this tokenizer: it adds "
+            f"{n_special} special token(s) (such as [CLS] and [SEP]) to every "
+            f"text and returned {longest} tokens; use max_length >= {need}."
+        )
     width = (
         max_length if max_length is not None else max((len(r) for r in rows), default=0)
     )

@@ -52,6 +52,14 @@ def _default_estimator(random_state=None):
     )
 
 
+def _same_type_error(exc, message):
+    """``type(exc)(message)``, or None when that class cannot be built so."""
+    try:
+        return type(exc)(message)
+    except Exception:
+        return None
+
+
 def _is_torch_net(est) -> bool:
     return isinstance(getattr(est, "module_", None), nn.Module)
 
@@ -446,11 +454,15 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                     except (TypeError, ValueError, RuntimeError, IndexError) as exc:
                         if exc is rec.error:  # the recorder's own (NaN, shapes)
                             raise
-                        raise type(exc)(
-                            f"the forward of {type(module).__name__} rejected the "
-                            f"keyword arguments {sorted(kwargs)} returned by "
-                            f"forward_kwargs: {exc}"
-                        ) from exc
+                        wrapped = _same_type_error(
+                            exc,
+                            f"the forward of {type(module).__name__} failed with "
+                            f"the keyword arguments {sorted(kwargs)} returned by "
+                            f"forward_kwargs: {exc}",
+                        )
+                        if wrapped is None:
+                            raise
+                        raise wrapped from exc
                 bits = rec.pop_matrix()
                 write(rows, bits.cpu().numpy(), rec)
 

@@ -365,6 +365,32 @@ def test_last_and_all_refuse_a_negative_slope_instead_of_skipping_it():
     assert list(resolve_layers(gated, "all", allow_non_sign_preserving=True)) == ["1"]
 
 
+def test_wildcards_refuse_a_negative_slope_too():
+    """Check a wildcard raises on a negative-slope PReLU like "all" and names do."""
+    net = nn.Sequential(
+        nn.Linear(3, 3), nn.PReLU(), nn.Linear(3, 3), nn.PReLU(), nn.Linear(3, 2)
+    )
+    with torch.no_grad():
+        net[3].weight.fill_(-0.2)  # a slope learned negative
+    for spec in ("*", ["[0-9]"], "all", nn.PReLU, ["3"]):
+        with pytest.raises(ValueError, match="'3' is a PReLU with a learned slope"):
+            resolve_layers(net, spec)
+    got = resolve_layers(net, "*", allow_non_sign_preserving=True)
+    assert list(got) == ["1", "3"]
+
+
+def test_first_token_bits_do_not_pin_the_token_map():
+    """Check token_pool="first" stores N x U bits, not views of the N x T x U map."""
+    net = nn.Sequential(nn.Linear(16, 64), nn.GELU())
+    with record_signs(net, "all", token_pool="first") as rec, torch.no_grad():
+        for _ in range(3):
+            net(torch.randn(8, 32, 16))
+        held = sum(b.untyped_storage().nbytes() for b in rec._store["1"])
+        bits = rec.pop_matrix()
+    assert bits.shape == (24, 64)
+    assert held == 3 * 8 * 64  # one byte per kept bit, not 32 tokens' worth
+
+
 def test_usual_slopes_stay_sign_preserving():
     """Check the default and positive settings of the same modules."""
     for module in (

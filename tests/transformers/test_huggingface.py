@@ -235,6 +235,17 @@ def test_all_layers_pool_tokens_and_keep_the_pooler(minilm, ids):
     _assert_clean(model)
 
 
+def test_tokenize_to_array_edge_lengths(minilm):
+    """Check no texts, and a max_length below the special tokens, are clear."""
+    _, tok = minilm
+    assert tokenize_to_array(tok, []).shape == (0, 0)
+    assert tokenize_to_array(tok, [], max_length=5).shape == (0, 5)
+    two = tokenize_to_array(tok, ["hello there"], max_length=2)
+    np.testing.assert_array_equal(two[0], [tok.cls_token_id, tok.sep_token_id])
+    with pytest.raises(ValueError, match="max_length=1 is too short.*>= 2"):
+        tokenize_to_array(tok, ["hello"], max_length=1)
+
+
 def test_bad_specs_raise_clear_errors(minilm, ids):
     """Check rejected forward kwargs, token_pool on 2-D and empty wildcards."""
     model, tok = minilm
@@ -246,7 +257,7 @@ def test_bad_specs_raise_clear_errors(minilm, ids):
         return [batch]
 
     with pytest.raises(
-        ValueError, match=r"rejected the keyword arguments \['input_id'\]"
+        ValueError, match=r"failed with the keyword arguments \['input_id'\]"
     ):
         SignCodeTransformer(model, token_pool="first", forward_kwargs=misspelt).fit(ids)
     with pytest.raises(TypeError, match="forward_kwargs must return a dict"):

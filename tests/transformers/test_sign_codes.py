@@ -519,3 +519,29 @@ def test_hugging_face_bert_token_codes():
     mask = (ids != 0)[:, :, None]
     expected = np.hstack([2 * ((z > 0) & mask).sum(1) >= mask.sum(1) for z in zs])
     np.testing.assert_array_equal(tr.transform(ids), expected)
+
+
+def test_forward_errors_keep_their_type_and_message():
+    """Check a model's own exception passes through forward_kwargs unchanged."""
+
+    class TwoArgError(ValueError):
+        def __init__(self, message, detail):
+            super().__init__(message)
+            self.detail = detail
+
+    class Flaky(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.act, self.calls = nn.Linear(3, 3), nn.ReLU(), 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls > 1:
+                raise TwoArgError("the model's own error", "detail")
+            return self.act(self.fc(x))
+
+    X = np.zeros((2, 3), dtype=np.float32)
+    tr = SignCodeTransformer(Flaky(), forward_kwargs=lambda b: {"x": b}).fit(X)
+    with pytest.raises(TwoArgError, match="the model's own error") as err:
+        tr.transform(X)
+    assert err.value.detail == "detail"
