@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
@@ -121,8 +122,7 @@ def _check_real(owner, name, value, *, low, inclusive):
         else:
             kind = f"a real number {'>=' if inclusive else '>'} {low}"
         raise ValueError(
-            f"The {name!r} parameter of {owner} must be {kind}. Got {value!r} "
-            "instead."
+            f"The {name!r} parameter of {owner} must be {kind}. Got {value!r} instead."
         )
 
 
@@ -147,6 +147,15 @@ def _image_shape(shape):
 
 class _HTAFNetMixin:
     """What the HTAF classifier and regressor share: params, data, seeding."""
+
+    def __setattr__(self, name, attr):
+        if name == "architecture":
+            # A parameter (a name or a module class), not one of skorch's torch
+            # components: skip skorch's registration, which refuses nn.Module
+            # values outside initialize(), so _check_params can explain.
+            object.__setattr__(self, name, attr)
+            return
+        super().__setattr__(name, attr)
 
     def _init_common(
         self,
@@ -190,6 +199,13 @@ class _HTAFNetMixin:
             if arr is not None and arr.ndim > 2:
                 shape = tuple(arr.shape[1:])
                 X = arr.reshape(arr.shape[0], -1)
+        if reset and shape is not None and self.input_shape is not None:
+            if _image_shape(shape) != _image_shape(self.input_shape):
+                raise ValueError(
+                    f"X has images of shape {shape}, but input_shape="
+                    f"{tuple(self.input_shape)} was given; leave input_shape=None "
+                    "for image input or make them agree."
+                )
         X = validate_data(self, X, reset=reset, dtype=np.float32)
         if reset:
             self._image_shape = shape
@@ -212,9 +228,15 @@ class _HTAFNetMixin:
             arch in ARCHITECTURES
             or (isinstance(arch, type) and issubclass(arch, nn.Module))
         ):
+            hint = (
+                " Pass the class (it is built for the data's shape), not an instance."
+                if isinstance(arch, nn.Module)
+                else ""
+            )
             raise ValueError(
                 f"The 'architecture' parameter of {type(self).__name__} must be one "
-                f"of {ARCHITECTURES} or an nn.Module subclass. Got {arch!r} instead."
+                f"of {ARCHITECTURES} or an nn.Module subclass. Got {arch!r} "
+                f"instead.{hint}"
             )
         self._check_common_params()
 
@@ -267,18 +289,46 @@ class _HTAFNetMixin:
             return super().initialize()
         self._train_generator = torch.Generator().manual_seed(seed + 1)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            # the weights are drawn on the CPU: seed its generator only
+            torch.random.default_generator.manual_seed(seed)
             return super().initialize()
 
     def get_iterator(self, dataset, training=False):
-        if training and getattr(self, "_train_generator", None) is not None:
-            kwargs = self.get_params_for("iterator_train")
-            kwargs.setdefault("batch_size", self.batch_size)
-            if kwargs["batch_size"] == -1:
-                kwargs["batch_size"] = len(dataset)
-            kwargs.setdefault("generator", self._train_generator)
-            return self.iterator_train(dataset, **kwargs)
-        return super().get_iterator(dataset, training=training)
+        generator = getattr(self, "_train_generator", None) if training else None
+        if not training:
+            # A DataLoader without a generator draws its base seed from torch's
+            # global RNG when iterated; predict and transform must not move it.
+            generator = torch.Generator()
+        if generator is None:
+            return super().get_iterator(dataset, training=training)
+        prefix = "iterator_train" if training else "iterator_valid"
+        kwargs = self.get_params_for(prefix)
+        kwargs.setdefault("batch_size", self.batch_size)
+        if kwargs["batch_size"] == -1:
+            kwargs["batch_size"] = len(dataset)
+        kwargs.setdefault("generator", generator)
+        iterator = self.iterator_train if training else self.iterator_valid
+        return iterator(dataset, **kwargs)
+
+    @contextmanager
+    def _training_rng(self):
+        """Seed the training's own randomness (dropout, ...) from random_state,
+        leaving torch's global RNG as it was; unseeded nets use the global RNG."""
+        seed = getattr(self, "_rng_seed", None)
+        if seed is None:
+            yield
+            return
+        device = torch.device(self.device)
+        devices = [device.index or 0] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            # one stream per call, so partial_fit rounds differ but repeat; only
+            # the generators of the net's device, so no other RNG moves
+            stream = seed + 2 + len(self.history_)
+            torch.random.default_generator.manual_seed(stream)
+            if devices:
+                with torch.cuda.device(devices[0]):
+                    torch.cuda.manual_seed(stream)
+            yield
 
     # -- module -------------------------------------------------------------
     def _n_outputs(self):  # pragma: no cover - overridden
@@ -674,7 +724,8 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
             if not warm:
                 self.initialize()
             self._check_repulsion_layers()
-            return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
+            with self._training_rng():
+                return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def partial_fit(self, X, y, classes=None, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
@@ -727,7 +778,8 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
                     )
                 y_enc = self.label_encoder_.transform(y).astype(np.int64)
             self._check_repulsion_layers()
-            return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
+            with self._training_rng():
+                return NeuralNetClassifier.partial_fit(self, X, y_enc, **fit_params)
 
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits, exact step inside).
@@ -944,7 +996,8 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
             y2 = self._prepare_targets(X, y, reset=not warm)
             if not warm:
                 self.initialize()
-            return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
+            with self._training_rng():
+                return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
 
     def partial_fit(self, X, y, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
@@ -973,7 +1026,8 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
             y2 = self._prepare_targets(X, y, reset=first)
             if first:
                 self.initialize()
-            return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
+            with self._training_rng():
+                return NeuralNetRegressor.partial_fit(self, X, y2, **fit_params)
 
     def predict(self, X):
         """Predict targets (exact step inside for step-like activations).

@@ -12,6 +12,7 @@ import pytest
 import torch
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
+from torch import nn
 
 from sksign.estimators import HTAFNetClassifier, HTAFNetRegressor, ICBMClassifier
 
@@ -198,3 +199,85 @@ def test_image_shape_must_match_not_only_its_size(digits):
     flat = cnn.predict(X_test)
     np.testing.assert_array_equal(cnn.predict(X_test.reshape(-1, 8, 8)), flat)
     np.testing.assert_array_equal(cnn.predict(X_test.reshape(-1, 1, 8, 8)), flat)
+
+
+class _DropoutNet(nn.Module):
+    """A user architecture with dropout: randomness inside training."""
+
+    def __init__(self, n_features, n_outputs):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Linear(n_features, 32),
+            nn.ReLU(),
+            nn.Dropout(0.5),
+            nn.Linear(32, n_outputs),
+        )
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def _weights(est):
+    return {k: v.clone() for k, v in est.module_.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("kind", ["architecture", "icbm_backbone"])
+def test_random_state_fixes_dropout_whatever_the_global_seed(kind, data):
+    """Check a seeded fit gives the same model under any global torch seed."""
+    X, y = data
+    # the user's backbone (its own initial weights) is the same for every fit
+    backbone = nn.Sequential(nn.Linear(64, 16), nn.ReLU(), nn.Dropout(0.5))
+
+    def make(seed):
+        if kind == "architecture":
+            return HTAFNetClassifier(
+                architecture=_DropoutNet, **{**FAST, "random_state": seed}
+            )
+        return ICBMClassifier(backbone, n_concepts=4, **{**FAST, "random_state": seed})
+
+    fits = []
+    for global_seed in (5, 6):
+        torch.manual_seed(global_seed)
+        fits.append(_weights(make(0).fit(X, y)))
+    assert _same(*fits)
+    assert not _same(fits[0], _weights(make(1).fit(X, y)))
+
+
+def test_fit_and_predict_leave_the_global_rng_alone(data):
+    """Check seeded fits (with the RelaxationGap callback) and inference never
+    draw from torch's global RNG."""
+    X, y = data
+    state = torch.get_rng_state()
+    clf = HTAFNetClassifier((8,), relaxation_gap=True, **FAST).fit(X, y)
+    clf.predict_proba(X)
+    clf.predict(X)
+    clf.decision_function(X)
+    icbm = ICBMClassifier(n_concepts=4, hidden_layer_sizes=(8,), **FAST).fit(X, y)
+    icbm.transform(X)
+    HTAFNetRegressor((8,), **FAST).fit(X, y.astype(np.float32)).predict(X)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_input_shape_must_agree_with_image_input(digits):
+    """Check fit refuses an input_shape that contradicts 4-D X."""
+    X_train, _, y_train, _ = digits
+    X4 = X_train[:100].reshape(-1, 1, 8, 8)
+    with pytest.raises(ValueError, match=r"images of shape \(1, 8, 8\).*input_shape="):
+        HTAFNetClassifier(architecture="cnn", input_shape=(1, 4, 16), **FAST).fit(
+            X4, y_train[:100]
+        )
+    agreed = HTAFNetClassifier(architecture="cnn", input_shape=(1, 8, 8), **FAST)
+    agreed.fit(X4, y_train[:100])
+    assert agreed.predict(X4).shape == (100,)
+
+
+def test_architecture_instance_is_explained_at_fit(data):
+    """Check an nn.Module instance as architecture gets the parameter's error."""
+    X, y = data
+    clf = HTAFNetClassifier(architecture=nn.Linear(64, 10), **FAST)  # no error yet
+    with pytest.raises(ValueError, match="Pass the class.*not an instance"):
+        clf.fit(X, y)
