@@ -89,6 +89,9 @@ class _Net:
     y: np.ndarray | None  # class indices into the logits; -1 for unknown labels
     device: torch.device
     dtype: torch.dtype
+    # y was given as indices (bare modules, plain skorch nets, EpochScoring):
+    # each must then index a logit
+    y_are_indices: bool = False
 
 
 _MLP_SIGN_PRESERVING = ("relu", "tanh")
@@ -206,7 +209,12 @@ def _resolve(estimator, X, y, X_ref, caller, need_y) -> _Net:
                 if hasattr(estimator, "_as_rows")
                 else _check_rows(X_ref, np.float32, "X_ref")
             )
-        classes = None if labels_are_indices else getattr(estimator, "classes_", None)
+        # sksign nets predict their original labels (label_encoder_); a plain
+        # skorch classifier trains on y as logit indices and predicts indices
+        maps_labels = hasattr(estimator, "label_encoder_")
+        classes = (
+            estimator.classes_ if maps_labels and not labels_are_indices else None
+        )
     elif isinstance(estimator, MLPClassifier):
         module = _mlp_module(estimator)
         device, dtype = torch.device("cpu"), torch.float64
@@ -218,6 +226,11 @@ def _resolve(estimator, X, y, X_ref, caller, need_y) -> _Net:
             )
         if X_ref is not None:
             X_ref = _check_rows(X_ref, np.float64, "X_ref")
+            if X_ref.shape[1] != estimator.n_features_in_:
+                raise ValueError(
+                    f"X_ref has {X_ref.shape[1]} features, but MLPClassifier is "
+                    f"expecting {estimator.n_features_in_} features as input."
+                )
         classes = estimator.classes_
     elif isinstance(estimator, nn.Module):
         module = estimator
@@ -243,12 +256,23 @@ def _resolve(estimator, X, y, X_ref, caller, need_y) -> _Net:
                 "Found input variables with inconsistent numbers of samples: "
                 f"X has {len(X)}, y has {len(y)}."
             )
+        y_arr = np.asarray(y)
+        if y_arr.dtype.kind in "fc" and not np.all(np.isfinite(y_arr)):
+            raise ValueError(f"{caller}: y contains NaN or infinity.")
         y_idx = (
             _integer_targets(y, caller)
             if classes is None
             else _class_indices(y, classes)
         )
-    return _Net(module, X, X_ref, y_idx, torch.device(device), dtype)
+    return _Net(
+        module,
+        X,
+        X_ref,
+        y_idx,
+        torch.device(device),
+        dtype,
+        y_are_indices=y is not None and classes is None,
+    )
 
 
 def _batches(net: _Net, X: np.ndarray):
@@ -275,6 +299,15 @@ def _logits(net: _Net, X: np.ndarray) -> np.ndarray:
             "The scorers need a classifier whose output has shape (n_samples, "
             f"n_classes) with n_classes >= 2; got an output of shape {logits.shape}."
         )
+    if net.y_are_indices and X is net.X and len(net.y):
+        bad = net.y[(net.y < 0) | (net.y >= logits.shape[1])]
+        if bad.size:
+            raise ValueError(
+                f"y holds class indices into the {logits.shape[1]} logits of the "
+                f"net, but contains {sorted(set(bad.tolist()))[:5]}; y must be in "
+                f"[0, {logits.shape[1] - 1}] (a plain skorch net or bare module "
+                "predicts logit indices)."
+            )
     return logits
 
 

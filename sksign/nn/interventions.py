@@ -133,6 +133,11 @@ def _mask(shape, alpha: float, generator: torch.Generator, device):
     return _uniform(shape, generator, device) < alpha
 
 
+def _call_key(name: str, i: int) -> str:
+    """Key of call `i` of a layer in one forward pass: ``name``, ``name#1``, ..."""
+    return name if i == 0 else f"{name}#{i}"
+
+
 def _remove(handles: list[RemovableHandle]) -> None:
     for handle in handles:
         handle.remove()
@@ -291,11 +296,23 @@ def magnitude_randomization(
             state["phase"] = None
             _reset()
 
+    scales: dict[str, torch.Tensor] = {}
+
+    def _scale(name: str, i: int) -> torch.Tensor:
+        """mu / sqrt(2/pi) of call `i` of layer `name` (keys as in the code)."""
+        key = _call_key(name, i)
+        if key not in scales:
+            if key not in mu:
+                raise ValueError(
+                    f"noise='matched' needs reference magnitudes for call {i + 1} "
+                    f"of layer {name!r} in one forward pass (key {key!r}); compute "
+                    "mu with reference_magnitudes on the same net."
+                )
+            scales[key] = torch.as_tensor(mu[key]) / _HALF_NORMAL_MEAN
+        return scales[key]
+
     def _make_hooks(name: str, act: nn.Module):
         step_like = isinstance(act, StepActivation)
-        scale = None
-        if noise == "matched":
-            scale = torch.as_tensor(mu[name]) / _HALF_NORMAL_MEAN
 
         def _pre_hook(_m, inp):
             if state["phase"] == "clean":
@@ -323,8 +340,8 @@ def magnitude_randomization(
             mask = _mask(out.shape, alpha, gen, out.device)
             if mask is not None:
                 eta = _normal(out.shape, gen, out.device).abs()
-                if scale is not None:
-                    sc = scale.to(device=out.device, dtype=out.dtype)
+                if noise == "matched":
+                    sc = _scale(name, i).to(device=out.device, dtype=out.dtype)
                     eta = eta * torch.where(s, sc[1], sc[0])
                 mag = torch.where(mask, eta.to(out.dtype), mag)
             return torch.where(s, mag, -mag)
@@ -372,15 +389,22 @@ def reference_magnitudes(
     mu : dict of str to torch.Tensor of shape ``(2, *unit_shape)``, float64
         ``mu[name][0]`` is ``mu_j(-1)``, ``mu[name][1]`` is ``mu_j(+1)``. A
         unit that never takes sign ``s`` on the reference data gets
-        ``mu_j(s) = 0`` (so "matched" noise for it is 0).
+        ``mu_j(s) = 0`` (so "matched" noise for it is 0). A module called
+        several times in one forward pass gets one entry per call, keyed
+        ``name``, ``name#1``, ... as in the sign code.
     counts : dict of str to torch.Tensor of shape ``(2, *unit_shape)``, int64
-        How many reference samples had each sign.
+        How many reference samples had each sign (per call).
     """
     named = _layer_dict(module, layers)
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, torch.Tensor] = {}
     saved: dict[str, list[torch.Tensor]] = {name: [] for name in named}
+    calls: dict[str, int] = dict.fromkeys(named, 0)
     handles: list[RemovableHandle] = []
+
+    def _root_pre_hook(_m, _args):
+        for name in calls:
+            calls[name] = 0
 
     def _make_hooks(name: str):
         def _pre_hook(_m, inp):
@@ -388,18 +412,21 @@ def reference_magnitudes(
 
         def _forward_hook(_m, _inp, out):
             pos = saved[name].pop()
+            key = _call_key(name, calls[name])
+            calls[name] += 1
             mag = out.detach().abs().to(torch.float64)
             stack_s = torch.stack([(~pos).sum(0), pos.sum(0)]).to(torch.int64)
             stack_m = torch.stack([(mag * ~pos).sum(0), (mag * pos).sum(0)])
-            if name in sums:
-                sums[name] += stack_m
-                counts[name] += stack_s
+            if key in sums:
+                sums[key] += stack_m
+                counts[key] += stack_s
             else:
-                sums[name], counts[name] = stack_m, stack_s
+                sums[key], counts[key] = stack_m, stack_s
 
         return _pre_hook, _forward_hook
 
     try:
+        handles.append(module.register_forward_pre_hook(_root_pre_hook))
         for name, act in named.items():
             pre, post = _make_hooks(name)
             handles.append(act.register_forward_pre_hook(pre))
@@ -415,11 +442,11 @@ def reference_magnitudes(
     if not sums:
         raise ValueError("reference_magnitudes got no reference batch.")
     mu = {
-        name: torch.where(
-            counts[name] > 0,
-            sums[name] / counts[name].clamp(min=1),
-            torch.zeros_like(sums[name]),
+        key: torch.where(
+            counts[key] > 0,
+            sums[key] / counts[key].clamp(min=1),
+            torch.zeros_like(sums[key]),
         )
-        for name in named
+        for key in sums
     }
     return mu, counts

@@ -6,6 +6,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 import torch
+from sklearn.datasets import load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import GridSearchCV, cross_validate
@@ -383,3 +384,43 @@ def test_bad_input(net, digits):
     logistic.fit(X_train[:50], y_train[:50])
     with pytest.raises(ValueError, match="sign-preserving"):
         intervention_score(logistic, X_test, y_test)
+
+
+def test_plain_skorch_net_is_scored_on_logit_indices():
+    """Check a plain skorch classifier (labels 1..C) is scored as it predicts."""
+    from skorch import NeuralNetClassifier
+
+    X, y = load_iris(return_X_y=True)
+    X = X.astype(np.float32)
+    torch.manual_seed(0)
+    net = NeuralNetClassifier(
+        nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 4)),
+        criterion=nn.CrossEntropyLoss,
+        optimizer=torch.optim.Adam,
+        max_epochs=50,
+        lr=0.05,
+        train_split=None,
+        verbose=0,
+    ).fit(X, y + 1)  # skorch trains on y as logit indices: class 0 is never seen
+    own = float(np.mean(net.predict(X) == y + 1))
+    assert own > 0.5
+    assert intervention_score(net, X, y + 1, alpha=0.0) == own
+
+
+def test_targets_that_cannot_be_scored_raise():
+    """Check NaN y, indices outside the logits and a mis-sized X_ref are named."""
+    X, y = load_iris(return_X_y=True)
+    mlp = MLPClassifier((8,), max_iter=50, random_state=0).fit(X, y)
+    y_nan = y.astype(float)
+    y_nan[0] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        intervention_score(mlp, X, y_nan)
+    with pytest.raises(ValueError, match="X_ref has 3 features.*expecting 4"):
+        intervention_score(mlp, X, y, kind="magnitude", noise="matched", X_ref=X[:, :3])
+    module = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+    for bad in (y + 5, y - 1):
+        with pytest.raises(ValueError, match=r"y must be in \[0, 2\]"):
+            intervention_score(module, X, bad)
+    # labels a fitted classifier does not know count as wrong, as in
+    # scikit-learn's accuracy (a test fold may hold a class its training lacked)
+    assert intervention_score(mlp, X, np.where(y == 2, 7, y), alpha=0.0) < 1.0

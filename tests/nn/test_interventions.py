@@ -255,3 +255,49 @@ def test_bad_parameters_raise():
         with sign_flip(sig, "all"):
             pass
     assert _n_hooks(net) == 0
+
+
+class _CalledTwice(nn.Module):
+    """One ReLU module used for two layers of very different scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 6), nn.Linear(6, 6)
+        self.act, self.head = nn.ReLU(), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(self.act(100 * self.b(self.act(self.a(x)))))
+
+
+def test_reference_magnitudes_per_call_of_a_reused_module():
+    """Check a module called twice gets mu per call (keys as in the sign code)."""
+    torch.manual_seed(0)
+    net = _CalledTwice().double().eval()
+    X = torch.randn(40, 4, dtype=torch.float64)
+    mu, counts = reference_magnitudes(net, "all", [X[:25], X[25:]])
+    assert sorted(mu) == ["act", "act#1"]
+    for key in mu:  # every reference sample counted once per call
+        assert (counts[key].sum(0) == len(X)).all()
+    with torch.no_grad():
+        z0 = net.a(X)
+        z1 = 100 * net.b(torch.relu(z0))
+    for key, z in (("act", z0), ("act#1", z1)):
+        pos = z > 0
+        expected = torch.stack(
+            [
+                torch.zeros(z.shape[1], dtype=torch.float64),  # ReLU: M = 0 if z <= 0
+                (z * pos).sum(0) / pos.sum(0).clamp(min=1),
+            ]
+        )
+        torch.testing.assert_close(mu[key], expected)
+    # matched noise needs the entry of every call
+    partial = {"act": mu["act"]}
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match=r"call 2 of layer 'act'.*'act#1'"):
+        with (
+            magnitude_randomization(
+                net, "all", alpha=1.0, noise="matched", mu=partial, generator=gen
+            ),
+            torch.no_grad(),
+        ):
+            net(X)
