@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 from skorch import NeuralNetClassifier, NeuralNetRegressor
-from skorch.callbacks import EpochScoring, PrintLog
+from skorch.callbacks import EarlyStopping, EpochScoring, PrintLog
 from skorch.history import History
 from torch import nn
 
@@ -248,6 +248,19 @@ class _HTAFNetMixin:
         _check_int(owner, "max_epochs", self.max_epochs, low=1)
         # skorch's convention: -1 is the whole data set in one batch
         _check_int(owner, "batch_size", self.batch_size, low=1, also=(-1,))
+        if self.train_split is None:
+            # skorch's EarlyStopping watches valid_loss by default, which a net
+            # without a validation split never records
+            for cb in self.callbacks or []:
+                cb = cb[1] if isinstance(cb, tuple) else cb
+                monitor = getattr(cb, "monitor", None)
+                if isinstance(cb, EarlyStopping) and str(monitor).startswith("valid"):
+                    raise ValueError(
+                        f"EarlyStopping(monitor={monitor!r}) needs validation "
+                        f"data, but {owner} has train_split=None (its default: it "
+                        "trains on all of X). Pass train_split=ValidSplit(5) "
+                        "(skorch.dataset) or EarlyStopping(monitor='train_loss')."
+                    )
         if self.relaxation_gap not in (True, False, "auto"):
             raise ValueError(
                 "The 'relaxation_gap' parameter must be True, False or 'auto'. "

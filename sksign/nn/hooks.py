@@ -290,6 +290,15 @@ def resolve_layers(
                 ):
                     _check_sign_preserving(name, m, False)
         if not acts:
+            others = find_activations(module, include_non_sign_preserving=True)
+            if others:
+                raise ValueError(
+                    f"layers={layers!r} found no sign-preserving activation module "
+                    f"in {owner}; its activations {list(others)} are not "
+                    "sign-preserving (sigmoid, softplus, ...). Pass "
+                    "allow_non_sign_preserving=True to record the sign of their "
+                    "input anyway."
+                )
             raise ValueError(
                 f"layers={layers!r} found no activation module in {owner}. Nets "
                 "that call functional activations (F.relu(self.fc(x))) must name "

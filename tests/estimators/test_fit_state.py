@@ -281,3 +281,20 @@ def test_architecture_instance_is_explained_at_fit(data):
     clf = HTAFNetClassifier(architecture=nn.Linear(64, 10), **FAST)  # no error yet
     with pytest.raises(ValueError, match="Pass the class.*not an instance"):
         clf.fit(X, y)
+
+
+def test_early_stopping_without_validation_data_is_explained(data):
+    """Check EarlyStopping on valid_loss with train_split=None gets a clear error."""
+    from skorch.callbacks import EarlyStopping
+    from skorch.dataset import ValidSplit
+
+    X, y = data
+    with pytest.raises(ValueError, match="EarlyStopping.*train_split=None.*ValidSplit"):
+        HTAFNetClassifier((8,), callbacks=[EarlyStopping()], **FAST).fit(X, y)
+    # either remedy works
+    HTAFNetClassifier(
+        (8,), callbacks=[EarlyStopping(monitor="train_loss")], **FAST
+    ).fit(X, y)
+    HTAFNetClassifier(
+        (8,), callbacks=[EarlyStopping()], train_split=ValidSplit(3), **FAST
+    ).fit(X, y)

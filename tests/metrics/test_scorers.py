@@ -374,9 +374,9 @@ def test_bad_input(net, digits):
     with pytest.raises(TypeError, match="needs a classifier"):
         gate_dominance(reg, X_test)
     sig = nn.Sequential(nn.Linear(64, 8), nn.Sigmoid(), nn.Linear(8, 10))
-    with pytest.raises(ValueError, match="no activation module"):
+    with pytest.raises(ValueError, match="no sign-preserving activation module"):
         intervention_score(sig, X_test, y_test)
-    with pytest.raises(ValueError, match="no activation module"):
+    with pytest.raises(ValueError, match="no sign-preserving activation module"):
         gate_dominance(sig, X_test)
     with pytest.raises(ValueError, match="integer class indices"):
         intervention_score(net.module_, X_test, y_test.astype(str))

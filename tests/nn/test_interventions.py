@@ -251,7 +251,7 @@ def test_bad_parameters_raise():
         with sign_flip(net, ["fc0"]):
             pass
     sig = nn.Sequential(nn.Linear(3, 4), nn.Sigmoid(), nn.Linear(4, 2))
-    with pytest.raises(ValueError, match="no activation module"):
+    with pytest.raises(ValueError, match="no sign-preserving activation module"):
         with sign_flip(sig, "all"):
             pass
     assert _n_hooks(net) == 0

@@ -1,0 +1,38 @@
+"""The top-level package: public names on first use, a light import."""
+
+import subprocess
+import sys
+
+import pytest
+
+import sksign
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("HTAFNetClassifier", "estimators"),
+        ("HTAFNetRegressor", "estimators"),
+        ("ICBMClassifier", "estimators"),
+        ("SignKNNClassifier", "estimators"),
+        ("SignCodeTransformer", "transformers"),
+        ("intervention_score", "metrics"),
+        ("gate_dominance", "metrics"),
+    ],
+)
+def test_public_names_are_the_subpackages_objects(name, home):
+    """Check sksign.<name> is the object its subpackage exports."""
+    sub = getattr(sksign, home)
+    assert getattr(sksign, name) is getattr(sub, name)
+    assert name in sksign.__all__ and name in dir(sksign)
+    assert name in sub.__all__
+
+
+def test_unknown_names_and_light_import():
+    """Check a clear AttributeError, and that ``import sksign`` loads no torch."""
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        sksign.nope  # noqa: B018
+    code = "import sys, sksign; assert 'torch' not in sys.modules, 'torch loaded'"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sksign.__version__
