@@ -208,6 +208,16 @@ def _describe_available(module: nn.Module, limit: int = 40) -> str:
     return f"activation layers: {acts_txt}; other modules: {others_txt}{more}"
 
 
+def _is_gate(module: nn.Module) -> bool:
+    """An activation that "last", "all" and wildcards pass over: one that is not
+    sign-preserving by kind (sigmoid, softmax, ...; an output or a gate). A
+    ReLU-family module that only a setting breaks (a negative slope) is a
+    hidden layer, kept so that the sign-preserving check refuses it."""
+    return activation_kind(module) == "non_sign" and not isinstance(
+        module, _SIGN_PRESERVING_TYPES
+    )
+
+
 def _check_sign_preserving(
     name: str, layer: nn.Module, allow_non_sign_preserving: bool
 ) -> None:
@@ -275,20 +285,13 @@ def resolve_layers(
     named = {name: m for name, m in module.named_modules() if name}
     owner = type(module).__name__
     if isinstance(layers, str) and layers in ("last", "all"):
-        acts = find_activations(
-            module, include_non_sign_preserving=allow_non_sign_preserving
-        )
-        if not allow_non_sign_preserving:
-            # A hidden activation whose setting breaks the sign (a negative
-            # slope) is an error, not a layer to skip like a sigmoid gate: for
-            # "all" anywhere, for "last" when it comes after the last good one.
-            order = {name: i for i, name in enumerate(named)}
-            last_good = max((order[n] for n in acts), default=-1)
-            for name, m in named.items():
-                if isinstance(m, _SIGN_PRESERVING_TYPES) and (
-                    layers == "all" or order[name] > last_good
-                ):
-                    _check_sign_preserving(name, m, False)
+        acts = {
+            name: m
+            for name, m in find_activations(
+                module, include_non_sign_preserving=True
+            ).items()
+            if allow_non_sign_preserving or not _is_gate(m)
+        }
         if not acts:
             others = find_activations(module, include_non_sign_preserving=True)
             if others:
@@ -308,7 +311,10 @@ def resolve_layers(
             )
         if layers == "last":
             name = list(acts)[-1]
-            return {name: acts[name]}
+            acts = {name: acts[name]}
+        # a negative-slope activation among them raises below
+        for name, m in acts.items():
+            _check_sign_preserving(name, m, allow_non_sign_preserving)
         return acts
     if isinstance(layers, str) or isinstance(layers, type):
         items: list[Any] = [layers]
@@ -347,14 +353,8 @@ def resolve_layers(
                     f"available: {_describe_available(module)}."
                 )
             kinds = {n: activation_kind(named[n]) for n in found}
-            if not allow_non_sign_preserving:
-                # a negative-slope hidden activation is an error, not a gate
-                # the wildcard may pass over (as for "all", names and types)
-                for n in found:
-                    if isinstance(named[n], _SIGN_PRESERVING_TYPES):
-                        _check_sign_preserving(n, named[n], False)
             any_acts = [n for n in found if kinds[n] is not None]
-            sign_acts = [n for n in found if kinds[n] == "sign"]
+            sign_acts = [n for n in any_acts if not _is_gate(named[n])]
             if allow_non_sign_preserving:
                 found = any_acts or found
             else:  # skip a sigmoid the wildcard also matches
@@ -658,7 +658,7 @@ class SignRecorder:
         bool map ``z > 0`` when that had to be taken early (residual blocks)."""
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
-        key = name if k == 0 else f"{name}#{k}"
+        key = _call_key(name, k)
         if self._n_forward == 0:
             self._first_shapes.append((key, tuple(pos.shape)))
         bits, layout = _layer_code(
@@ -720,6 +720,15 @@ class SignRecorder:
                 "not in this one; sign codes need the same layers every pass."
             )
         self._n_forward += 1
+
+
+def _call_key(name: str, i: int) -> str:
+    """Key of call `i` of a layer in one forward pass: ``name``, ``name#1``, ...
+
+    The sign code names a module called several times per forward this way;
+    the interventions key their per-call magnitudes alike.
+    """
+    return name if i == 0 else f"{name}#{i}"
 
 
 def _check_no_nan(z: torch.Tensor, name: str) -> None:

@@ -43,7 +43,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from sksign.nn.activations import StepActivation
-from sksign.nn.hooks import activation_kind, resolve_layers
+from sksign.nn.hooks import _call_key, activation_kind, resolve_layers
 
 __all__ = [
     "FLIPS",
@@ -131,11 +131,6 @@ def _mask(shape, alpha: float, generator: torch.Generator, device):
     if alpha >= 1.0:
         return torch.ones(shape, dtype=torch.bool, device=device)
     return _uniform(shape, generator, device) < alpha
-
-
-def _call_key(name: str, i: int) -> str:
-    """Key of call `i` of a layer in one forward pass: ``name``, ``name#1``, ..."""
-    return name if i == 0 else f"{name}#{i}"
 
 
 def _remove(handles: list[RemovableHandle]) -> None:
