@@ -138,6 +138,16 @@ def _check_int(owner, name, value, *, low, also=()):
         )
 
 
+def _check_known_labels(y, classes, which):
+    """Refuse labels of `y` outside `classes` ("given", "of the first call")."""
+    unseen = np.setdiff1d(np.unique(y), classes)
+    if len(unseen):
+        raise ValueError(
+            f"y contains labels {unseen.tolist()!r} that are not among the classes "
+            f"{which} ({np.asarray(classes).tolist()!r})."
+        )
+
+
 def _image_shape(shape):
     """(C, H, W) of one image; a 2-D (H, W) shape has one channel."""
     if shape is not None and len(shape) == 2:
@@ -307,12 +317,12 @@ class _HTAFNetMixin:
             return super().initialize()
 
     def get_iterator(self, dataset, training=False):
-        generator = getattr(self, "_train_generator", None) if training else None
-        if not training:
-            # A DataLoader without a generator draws its base seed from torch's
-            # global RNG when iterated; predict and transform must not move it.
-            generator = torch.Generator()
-        if generator is None:
+        # A DataLoader without a generator draws its base seed from torch's
+        # global RNG when iterated; predict and transform must not move it.
+        generator = (
+            getattr(self, "_train_generator", None) if training else torch.Generator()
+        )
+        if generator is None:  # unseeded training: skorch's own iterator
             return super().get_iterator(dataset, training=training)
         prefix = "iterator_train" if training else "iterator_valid"
         kwargs = self.get_params_for(prefix)
@@ -689,12 +699,7 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
             classes = getattr(self, "classes", None)  # skorch's parameter
         labels = np.unique(y) if classes is None else np.unique(np.asarray(classes))
         if classes is not None:
-            unseen = np.setdiff1d(np.unique(y), labels)
-            if len(unseen):
-                raise ValueError(
-                    f"y contains labels {unseen.tolist()!r} that are not among the "
-                    f"classes given ({labels.tolist()!r})."
-                )
+            _check_known_labels(y, labels, "given")
         if len(labels) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes in the "
@@ -783,12 +788,7 @@ class HTAFNetClassifier(_HTAFNetMixin, NeuralNetClassifier):
                     )
                 X = self._as_rows(X, reset=False)
                 y = column_or_1d(y)
-                unseen = np.setdiff1d(np.unique(y), self.classes_)
-                if len(unseen):
-                    raise ValueError(
-                        f"y contains labels {unseen.tolist()!r} that are not among "
-                        f"the classes of the first call ({self.classes_.tolist()!r})."
-                    )
+                _check_known_labels(y, self.classes_, "of the first call")
                 y_enc = self.label_encoder_.transform(y).astype(np.int64)
             self._check_repulsion_layers()
             with self._training_rng():
@@ -1015,9 +1015,9 @@ class HTAFNetRegressor(_HTAFNetMixin, NeuralNetRegressor):
     def partial_fit(self, X, y, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
 
-        Parameters and data are checked before anything changes (the classes
-        are fixed by the first call); an error during the training itself
-        keeps the updates made before it.
+        Parameters and data are checked before anything changes (the number
+        of features and targets is fixed by the first call); an error during
+        the training itself keeps the updates made before it.
 
         Parameters
         ----------
