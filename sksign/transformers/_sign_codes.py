@@ -289,8 +289,13 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                 f"X has {self.n_features_in_} features, but the estimator "
                 f"{type(fitted).__name__} was fitted with {n_net} features."
             )
-        if self.device is not None and not isinstance(fitted, _MLP_TYPES):
-            self._module_of(fitted).to(self.device)
+        self._mlp_torch = None
+        if isinstance(fitted, _MLP_TYPES):
+            # the float64 torch copy of its forward, made once (not per batch)
+            self._mlp_torch = mlp_module(fitted, readout=False)
+        module = self._mlp_torch if self._mlp_torch is not None else fitted
+        if self.device is not None:
+            self._module_of(module).to(self.device)
         self.estimator_ = fitted
         layers, names = self._probe(X[: min(2, len(X))])
         self.layers_ = layers
@@ -342,9 +347,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         fitted = self.estimator_
         if isinstance(fitted, _MLP_TYPES):
             idx = self._mlp_layers()
-            module = mlp_module(fitted, n_hidden=idx[-1] + 1, readout=False)
-            if self.device is not None:
-                module.to(self.device)
+            # fc{i}, hidden{i} pairs up to the last hidden layer read
+            module = self._mlp_torch[: 2 * (idx[-1] + 1)]
             return module, [f"hidden{i}" for i in idx], True
         return (
             self._module_of(fitted),
