@@ -242,9 +242,7 @@ def tokenize_to_array(tokenizer, texts, *, max_length=None, pad_token_id=None):
             f"{n_special} special token(s) (such as [CLS] and [SEP]) to every "
             f"text and returned {longest} tokens; use max_length >= {need}."
         )
-    width = (
-        max_length if max_length is not None else max((len(r) for r in rows), default=0)
-    )
+    width = max_length if max_length is not None else longest
     out = np.full((len(rows), width), pad, dtype=np.int64)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
