@@ -3,6 +3,11 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign.nn._capture import (
+    ActivationCapture,
+    capture_activations,
+    forward_hooks,
+)
 from sksign.nn.activations import (
     HTAF,
     ScaledSigmoid,
@@ -32,11 +37,30 @@ from sksign.nn.interventions import (
     reference_magnitudes,
     sign_flip,
 )
-from sksign.nn.modules import MLP, SmallCNN, build_network, make_activation
+from sksign.nn.icbm import BACKBONES, check_n_concepts
+from sksign.nn.modules import (
+    ACTIVATIONS,
+    ARCHITECTURES,
+    MLP,
+    STEP_ACTIVATIONS,
+    SmallCNN,
+    build_network,
+    infer_input_shape,
+    make_activation,
+)
 from sksign.nn.spiking import IFNeuron, SpikingMLP
 from sksign.nn.summary import binary_summary
 
 __all__ = [
+    "ACTIVATIONS",
+    "ARCHITECTURES",
+    "BACKBONES",
+    "STEP_ACTIVATIONS",
+    "check_n_concepts",
+    "infer_input_shape",
+    "ActivationCapture",
+    "capture_activations",
+    "forward_hooks",
     "HTAF",
     "MLP",
     "BinaryLinear",

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from sksign.nn._capture import temporarily_eval
 from sksign.nn.activations import StepActivation
 
 __all__ = [
@@ -378,21 +379,6 @@ def resolve_layers(
     for name, m in out.items():
         _check_sign_preserving(name, m, allow_non_sign_preserving)
     return out
-
-
-@contextmanager
-def temporarily_eval(module: nn.Module) -> Iterator[nn.Module]:
-    """Put `module` in ``eval()`` mode and restore every submodule's mode after.
-
-    The mode of each submodule is restored on exit, also after an exception.
-    """
-    saved = [(m, m.training) for m in module.modules()]
-    try:
-        module.eval()
-        yield module
-    finally:
-        for m, training in saved:
-            m.training = training
 
 
 def quadrant_bounds(size: int) -> tuple[tuple[int, int], tuple[int, int]]:

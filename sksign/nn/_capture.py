@@ -1,0 +1,223 @@
+"""The one place where sksign attaches forward hooks to a module.
+
+Everything in sksign that looks inside a forward pass (sign recording, the
+interventions, the repulsion loss, the scorers' gate dominance, the
+relaxation-gap callback, :func:`~sksign.nn.binary_summary`) goes through
+:func:`forward_hooks` or :func:`capture_activations`: hooks are attached on
+entry and removed on exit, also after an exception, and the train/eval mode
+of every submodule is restored with :func:`temporarily_eval` where asked.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+__all__ = [
+    "ActivationCapture",
+    "capture_activations",
+    "forward_hooks",
+    "temporarily_eval",
+]
+
+#: A hook to attach: ``(module, fn)``; ``fn`` has torch's forward (pre-)hook
+#: signature.
+HookSpec = tuple[nn.Module, Callable[..., Any]]
+
+
+@contextmanager
+def temporarily_eval(module: nn.Module) -> Iterator[nn.Module]:
+    """Put `module` in ``eval()`` mode and restore every submodule's mode after.
+
+    The mode of each submodule is restored on exit, also after an exception
+    (a backbone frozen in ``eval()`` inside a training net stays so).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The net.
+
+    Yields
+    ------
+    nn.Module
+        `module` itself, in eval mode.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.Dropout())
+    >>> with temporarily_eval(net):
+    ...     net.training, net[1].training
+    (False, False)
+    >>> net.training, net[1].training
+    (True, True)
+    """
+    saved = [(m, m.training) for m in module.modules()]
+    try:
+        module.eval()
+        yield module
+    finally:
+        for m, training in saved:
+            m.training = training
+
+
+@contextmanager
+def forward_hooks(
+    pre: Iterable[HookSpec] = (),
+    post: Iterable[HookSpec] = (),
+    *,
+    pre_with_kwargs: Iterable[HookSpec] = (),
+    post_with_kwargs: Iterable[HookSpec] = (),
+    eval_mode: nn.Module | None = None,
+) -> Iterator[None]:
+    """Attach forward hooks for the duration of a ``with`` block.
+
+    Parameters
+    ----------
+    pre, post : iterable of (nn.Module, callable)
+        Forward pre-hooks ``fn(module, args)`` and forward hooks
+        ``fn(module, args, output)``, in the order given. A hook may return a
+        replacement for the input (pre) or output (post), as in torch.
+    pre_with_kwargs, post_with_kwargs : iterable of (nn.Module, callable)
+        The same with ``with_kwargs=True``: ``fn(module, args, kwargs)`` and
+        ``fn(module, args, kwargs, output)``.
+    eval_mode : nn.Module, default=None
+        A module to keep in ``eval()`` mode inside the block (see
+        :func:`temporarily_eval`).
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    >>> seen = []
+    >>> with forward_hooks(pre=[(net[1], lambda m, args: seen.append(args[0]))]):
+    ...     _ = net(torch.zeros(2, 3))
+    >>> len(seen), net[1]._forward_pre_hooks == {}
+    (1, True)
+    """
+    handles: list[RemovableHandle] = []
+    with ExitStack() as stack:
+        try:
+            for module, fn in pre:
+                handles.append(module.register_forward_pre_hook(fn))
+            for module, fn in pre_with_kwargs:
+                handles.append(module.register_forward_pre_hook(fn, with_kwargs=True))
+            for module, fn in post:
+                handles.append(module.register_forward_hook(fn))
+            for module, fn in post_with_kwargs:
+                handles.append(module.register_forward_hook(fn, with_kwargs=True))
+            if eval_mode is not None:
+                stack.enter_context(temporarily_eval(eval_mode))
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+@dataclass
+class ActivationCapture:
+    """What :func:`capture_activations` saw, per layer name and call.
+
+    Attributes
+    ----------
+    inputs : dict of str to list of torch.Tensor
+        The first tensor argument of each call of a layer (its
+        pre-activation for an activation module), in call order.
+    outputs : dict of str to list of torch.Tensor
+        The output tensor of each call of a layer, in call order.
+    """
+
+    inputs: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    outputs: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget every captured tensor (keep capturing)."""
+        for store in (self.inputs, self.outputs):
+            for calls in store.values():
+                calls.clear()
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, tuple | list):
+        for item in value:
+            if isinstance(item, torch.Tensor):
+                return item
+    return None
+
+
+@contextmanager
+def capture_activations(
+    layers: Mapping[str, nn.Module],
+    *,
+    inputs: bool = True,
+    outputs: bool = False,
+    detach: bool = True,
+    eval_mode: nn.Module | None = None,
+) -> Iterator[ActivationCapture]:
+    """Capture the inputs and/or outputs of `layers` during forward passes.
+
+    Parameters
+    ----------
+    layers : mapping of str to nn.Module
+        The modules to watch, by name (as :func:`resolve_layers` returns).
+    inputs : bool, default=True
+        Keep each call's first tensor argument (a forward pre-hook; taken
+        before the call, so an in-place activation cannot overwrite it).
+    outputs : bool, default=False
+        Keep each call's output tensor (a forward hook).
+    detach : bool, default=True
+        Detach the tensors from the graph. ``False`` keeps them differentiable
+        (a loss on hidden activations during training).
+    eval_mode : nn.Module, default=None
+        A module to keep in ``eval()`` mode inside the block.
+
+    Yields
+    ------
+    ActivationCapture
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    >>> with capture_activations({"1": net[1]}, outputs=True) as cap:
+    ...     _ = net(torch.randn(5, 3))
+    >>> cap.inputs["1"][0].shape, bool((cap.outputs["1"][0] >= 0).all())
+    (torch.Size([5, 4]), True)
+    """
+    cap = ActivationCapture()
+
+    def keep(store: dict[str, list[torch.Tensor]], name: str, value: Any) -> None:
+        tensor = _first_tensor(value)
+        if tensor is not None:
+            store[name].append(tensor.detach() if detach else tensor)
+
+    pre: list[HookSpec] = []
+    post: list[HookSpec] = []
+    for name, module in layers.items():
+        if inputs:
+            cap.inputs[name] = []
+            pre.append((module, lambda _m, args, n=name: keep(cap.inputs, n, args)))
+        if outputs:
+            cap.outputs[name] = []
+            post.append(
+                (module, lambda _m, _a, out, n=name: keep(cap.outputs, n, out))
+            )
+    with forward_hooks(pre, post, eval_mode=eval_mode):
+        yield cap
