@@ -31,13 +31,12 @@ from sksign.nn.hooks import (
     resolve_layers,
     temporarily_eval,
 )
-from sksign.nn.icbm import ICBMNet
+from sksign.nn.icbm import BACKBONES, ICBMNet, check_n_concepts
 from sksign.nn.interventions import (
     magnitude_randomization,
     reference_magnitudes,
     sign_flip,
 )
-from sksign.nn.icbm import BACKBONES, check_n_concepts
 from sksign.nn.modules import (
     ACTIVATIONS,
     ARCHITECTURES,
