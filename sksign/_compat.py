@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import (
     InvalidParameterError,
     Options,
     StrOptions,
+    validate_parameter_constraints,
     validate_params,
 )
 from sklearn.utils._set_output import _get_output_config
@@ -30,5 +31,6 @@ __all__ = [
     "_fit_context",
     "_get_output_config",
     "_get_weights",
+    "validate_parameter_constraints",
     "validate_params",
 ]
