@@ -36,6 +36,8 @@ test-all: setup
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python -m pip install -e ".[benchmarks]"

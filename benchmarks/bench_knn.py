@@ -24,7 +24,7 @@ import time
 import numpy as np
 from sklearn.neighbors import KNeighborsClassifier
 
-from sksign.estimators._sign_knn import SignKNNClassifier
+from sksign.estimators import SignKNNClassifier
 
 try:
     import faiss

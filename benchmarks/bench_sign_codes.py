@@ -20,7 +20,7 @@ from _timing import best_of  # benchmarks/_timing.py, beside this script
 from sklearn.utils import gen_batches
 
 from sksign.nn.modules import MLP, SmallCNN
-from sksign.transformers._sign_codes import SignCodeTransformer
+from sksign.transformers import SignCodeTransformer
 
 
 def plain_forward(module, X, batch_size, device):

@@ -67,18 +67,21 @@ if os.environ.get("SKSIGN_DOCS_NO_GALLERY"):
 _API_SECTIONS = (
     ("Estimators", "sksign.estimators"),
     ("Transformers", "sksign.transformers"),
-    ("Scorers and sign geometry", "sksign.metrics"),
-    ("Pairwise metrics", "sksign.metrics.pairwise"),
+    ("Scorers", "sksign.metrics"),
+    ("Sign geometry", "sksign.inspection"),
+    ("Packed-bit kernels", "sksign.kernels"),
     ("Data sets", "sksign.datasets"),
     ("Torch building blocks", "sksign.nn"),
     ("Activations", "sksign.nn.activations"),
     ("Networks", "sksign.nn.modules"),
+    ("Network factory", "sksign.nn.factory"),
     ("Binary nets", "sksign.nn.binary"),
     ("Spiking nets", "sksign.nn.spiking"),
     ("ICBM network", "sksign.nn.icbm"),
-    ("Hooks and sign recording", "sksign.nn.hooks"),
+    ("Hooks, capture and sign recording", "sksign.nn.hooks"),
     ("Interventions on modules", "sksign.nn.interventions"),
     ("Losses", "sksign.nn.losses"),
+    ("Deployment summary", "sksign.nn.summary"),
 )
 
 
@@ -119,14 +122,26 @@ def _write_api():
             entries.append((template, name))
         if not entries:
             continue
-        lines += [title, "-" * len(title), "", f".. automodule:: {modname}",
-                  "   :no-members:", "   :no-index:", "",
-                  f".. currentmodule:: {modname}", ""]
+        lines += [
+            title,
+            "-" * len(title),
+            "",
+            f".. automodule:: {modname}",
+            "   :no-members:",
+            "   :no-index:",
+            "",
+            f".. currentmodule:: {modname}",
+            "",
+        ]
         for template in ("class.rst", "function.rst"):
             names = sorted(n for t, n in entries if t == template)
             if names:
-                lines += [".. autosummary::", "   :toctree: generated/",
-                          f"   :template: {template}", ""]
+                lines += [
+                    ".. autosummary::",
+                    "   :toctree: generated/",
+                    f"   :template: {template}",
+                    "",
+                ]
                 lines += [f"   {n}" for n in names] + [""]
     text = "\n".join(lines)
     path = HERE / "api.rst"

@@ -73,8 +73,11 @@ print(table.round(4).to_string(index=False))
 fig, ax = plt.subplots(figsize=(5.5, 4))
 for act, part in table.groupby("activation"):
     ax.loglog(part["width"], part["median Z1"], marker="o", label=act)
-ax.set(xlabel="width of the last hidden layer", ylabel="median Z1",
-       title="Gate dominance vs width")
+ax.set(
+    xlabel="width of the last hidden layer",
+    ylabel="median Z1",
+    title="Gate dominance vs width",
+)
 ax.legend()
 fig.tight_layout()
 
@@ -84,6 +87,8 @@ fig.tight_layout()
 import numpy as np
 
 print(rep)
-print("max |f - (f~ + R)|:",
-      float(np.abs(rep.logits - rep.pure_sign_logits - rep.residuals).max()))
+print(
+    "max |f - (f~ + R)|:",
+    float(np.abs(rep.logits - rep.pure_sign_logits - rep.residuals).max()),
+)
 plt.show()

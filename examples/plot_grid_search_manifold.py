@@ -69,10 +69,23 @@ print(f"test accuracy of the refitted best net: {search.score(X_test, y_test):.4
 on = results[results["alpha0 * alpha1"] > 20]
 off = results[results["alpha0 * alpha1"] < 20]
 fig, ax = plt.subplots(figsize=(5.5, 4))
-ax.errorbar(on["alpha0"], on["mean CV accuracy"], yerr=on["std"], marker="o",
-            capsize=3, label="alpha0 * alpha1 = 22")
-ax.errorbar(off["alpha0"], off["mean CV accuracy"], yerr=off["std"], marker="s",
-            ls="none", capsize=3, label="alpha0 * alpha1 = 4 (soft step)")
+ax.errorbar(
+    on["alpha0"],
+    on["mean CV accuracy"],
+    yerr=on["std"],
+    marker="o",
+    capsize=3,
+    label="alpha0 * alpha1 = 22",
+)
+ax.errorbar(
+    off["alpha0"],
+    off["mean CV accuracy"],
+    yerr=off["std"],
+    marker="s",
+    ls="none",
+    capsize=3,
+    label="alpha0 * alpha1 = 4 (soft step)",
+)
 ax.set_xscale("log")
 ax.set(xlabel="alpha0", ylabel="3-fold CV accuracy (exact step)")
 ax.legend()

@@ -106,8 +106,12 @@ a1 = np.geomspace(L * 1.05, 1000, 200)
 prod = a1 * htaf_alpha0_min(eps, a1)
 fig, ax = plt.subplots(figsize=(5.5, 4))
 ax.semilogx(a1, prod, label="alpha1 * alpha0_min(alpha1)")
-ax.axhline(htaf_product_limit(eps), color="k", ls=":",
-           label=f"limit = {htaf_product_limit(eps):.2f}")
+ax.axhline(
+    htaf_product_limit(eps),
+    color="k",
+    ls=":",
+    label=f"limit = {htaf_product_limit(eps):.2f}",
+)
 ax.set(xlabel="alpha1", ylabel="product", title=f"eps = {eps}")
 ax.legend()
 fig.tight_layout()

@@ -35,8 +35,13 @@ X_train, X_test, y_train, y_test = train_test_split(
 # Accuracy before and after the bottleneck
 # ----------------------------------------
 # "Before" is the same net with ReLU units in place of the concepts.
-common = {"backbone": "mlp", "hidden_layer_sizes": (256,), "n_concepts": 32,
-              "max_epochs": 40, "random_state": RANDOM_STATE}
+common = {
+    "backbone": "mlp",
+    "hidden_layer_sizes": (256,),
+    "n_concepts": 32,
+    "max_epochs": 40,
+    "random_state": RANDOM_STATE,
+}
 before = ICBMClassifier(concept_activation="relu", **common).fit(X_train, y_train)
 icbm = ICBMClassifier(**common).fit(X_train, y_train)
 print(f"before (ReLU layer):      {before.score(X_test, y_test):.4f}")
@@ -51,8 +56,10 @@ print("concept matrix:", concepts.shape, "values:", np.unique(concepts))
 records = icbm.explain_concepts(X_test, y_test)
 records = sorted(records, key=lambda r: -r.specificity)
 for r in records[:8]:
-    print(f"concept {r.index:2d} [{r.status}] specificity {r.specificity:.2f}: "
-          f"fires on {r.activated}, not on {r.non_activated}")
+    print(
+        f"concept {r.index:2d} [{r.status}] specificity {r.specificity:.2f}: "
+        f"fires on {r.activated}, not on {r.non_activated}"
+    )
 print()
 print("naming prompt of the most specific concept:")
 print(records[0].prompt)
@@ -61,18 +68,21 @@ print(records[0].prompt)
 # Firing rate of every concept on every class, and what the top concepts
 # look at: the mean test image where the concept fires minus where it does
 # not.
-rates = np.array([[r.class_rates[c] for c in sorted(r.class_rates)]
-                  for r in records])
+rates = np.array([[r.class_rates[c] for c in sorted(r.class_rates)] for r in records])
 fig, (ax0, *axes) = plt.subplots(
     1, 5, figsize=(13, 3.5), gridspec_kw={"width_ratios": [3, 1, 1, 1, 1]}
 )
 ax0.imshow(rates.T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
-ax0.set(xlabel="concept (by specificity)", ylabel="class",
-        title="firing rate per class")
+ax0.set(
+    xlabel="concept (by specificity)", ylabel="class", title="firing rate per class"
+)
 for ax, r in zip(axes, records[:4]):
     on = concepts[:, r.index] == 1
-    diff = X_test[on].mean(0) - X_test[~on].mean(0) if on.any() and (~on).any() \
+    diff = (
+        X_test[on].mean(0) - X_test[~on].mean(0)
+        if on.any() and (~on).any()
         else np.zeros(X_test.shape[1])
+    )
     ax.imshow(diff.reshape(8, 8), cmap="RdBu_r", vmin=-0.5, vmax=0.5)
     ax.set(title=f"concept {r.index}", xticks=[], yticks=[])
 fig.tight_layout()

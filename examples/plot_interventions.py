@@ -67,8 +67,14 @@ for act, net in nets.items():
         label = f"{kind}/{options.get('flip', options.get('noise'))}"
         curves[act, label] = [
             intervention_score(
-                net, X_test, y_test, kind=kind, alpha=a, n_repeats=2,
-                random_state=RANDOM_STATE, **options,
+                net,
+                X_test,
+                y_test,
+                kind=kind,
+                alpha=a,
+                n_repeats=2,
+                random_state=RANDOM_STATE,
+                **options,
             )
             for a in alphas
         ]
@@ -94,7 +100,8 @@ fig.tight_layout()
 # ``definition`` says which one it is.
 from sksign.metrics import make_intervention_scorer
 
-scorer = make_intervention_scorer(kind="sign_flip", flip="gate", alpha=0.2,
-                                  random_state=RANDOM_STATE)
+scorer = make_intervention_scorer(
+    kind="sign_flip", flip="gate", alpha=0.2, random_state=RANDOM_STATE
+)
 print(scorer, "->", round(scorer(nets["relu"], X_test, y_test), 4))
 plt.show()

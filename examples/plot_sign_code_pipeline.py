@@ -56,8 +56,10 @@ codes = pipe.named_steps["codes"]
 fitted_net = codes.estimator_
 acc_net = fitted_net.score(X_test, y_test)
 acc_knn = pipe.score(X_test, y_test)
-print(f"bits per sample: {codes.n_bits_}  (first names: "
-      f"{list(codes.get_feature_names_out()[:3])})")
+print(
+    f"bits per sample: {codes.n_bits_}  (first names: "
+    f"{list(codes.get_feature_names_out()[:3])})"
+)
 print(f"full net accuracy:  {acc_net:.4f}")
 print(f"sign-kNN accuracy:  {acc_knn:.4f}")
 print(f"sign gap err(kNN) - err(net): {(1 - acc_knn) - (1 - acc_net):+.4f}")
@@ -73,18 +75,27 @@ print(f"mean LOO 10-NN purity of the test codes: {loo_purity(C_test, y_test):.4f
 
 order = np.argsort(y_test, kind="stable")
 unit_order = np.argsort(
-    [np.argmax([C_test[y_test == c, j].mean() for c in range(10)])
-     for j in range(C_test.shape[1])],
+    [
+        np.argmax([C_test[y_test == c, j].mean() for c in range(10)])
+        for j in range(C_test.shape[1])
+    ],
     kind="stable",
 )
 fig, ax = plt.subplots(figsize=(8, 4.5))
-ax.imshow(C_test[order][:, unit_order].T, aspect="auto", cmap="gray_r",
-          interpolation="nearest")
+ax.imshow(
+    C_test[order][:, unit_order].T,
+    aspect="auto",
+    cmap="gray_r",
+    interpolation="nearest",
+)
 bounds = np.flatnonzero(np.diff(y_test[order])) + 0.5
 for b in bounds:
     ax.axvline(b, color="tab:red", lw=0.6)
-ax.set(xlabel="test samples, sorted by class (red lines)",
-       ylabel="hidden unit (sorted)", title="Sign bits of the last hidden layer")
+ax.set(
+    xlabel="test samples, sorted by class (red lines)",
+    ylabel="hidden unit (sorted)",
+    title="Sign bits of the last hidden layer",
+)
 fig.tight_layout()
 
 # %%
@@ -95,6 +106,8 @@ packed = SignCodeTransformer(fitted_net, prefit=True, output="packed")
 P_train = packed.fit_transform(X_train)
 knn = SignKNNClassifier(n_neighbors=5, packed=True, n_bits=packed.n_bits_)
 knn.fit(P_train, y_train)
-print(f"packed codes: {P_train.shape[1]} bytes per sample; "
-      f"accuracy {knn.score(packed.transform(X_test), y_test):.4f}")
+print(
+    f"packed codes: {P_train.shape[1]} bytes per sample; "
+    f"accuracy {knn.score(packed.transform(X_test), y_test):.4f}"
+)
 plt.show()

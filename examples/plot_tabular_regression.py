@@ -43,13 +43,18 @@ def standardised(model):
 models = {
     "HTAFNetRegressor (64, 64)": standardised(
         HTAFNetRegressor(
-            (64, 64), max_epochs=60, batch_size=64, lr=2e-3,
+            (64, 64),
+            max_epochs=60,
+            batch_size=64,
+            lr=2e-3,
             random_state=RANDOM_STATE,
         )
     ),
     "MLPRegressor (64, 64)": standardised(
         MLPRegressor(
-            hidden_layer_sizes=(64, 64), max_iter=1000, early_stopping=True,
+            hidden_layer_sizes=(64, 64),
+            max_iter=1000,
+            early_stopping=True,
             random_state=RANDOM_STATE,
         )
     ),
@@ -65,7 +70,10 @@ rows = []
 for data_name, (X, y) in data.items():
     for model_name, model in models.items():
         res = cross_validate(
-            model, X.astype(np.float32), y, cv=cv,
+            model,
+            X.astype(np.float32),
+            y,
+            cv=cv,
             scoring=("r2", "neg_root_mean_squared_error"),
         )
         rows.append(

@@ -1,7 +1,10 @@
 """Command line: ``python -m sksign demo`` and ``python -m sksign reproduce``.
 
-Nothing in the library imports this module or the report code it runs
-(``sksign._report``).
+The argument parser and the dispatch to :func:`sksign._report.demo.run_demo`
+and :func:`sksign._report.reproduce.run_reproduce`. Nothing in the library
+imports this module or the report code it runs (``sksign._report``). torch
+and the report code are imported only once a command runs, so that ``--help``
+and ``--version`` answer at once.
 """
 
 # Authors: The sksign developers
@@ -11,6 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from sksign import __version__
 
 _DESCRIPTION = """\
 sksign: binary structure in deep nets, the scikit-learn way.
@@ -68,15 +74,13 @@ def _positive_int(text):
 def _check_out_and_device(parser, args) -> None:
     """Refuse an --out that cannot be a folder and an unusable --device, before
     any training (exit status 2, as for any bad argument)."""
-    from pathlib import Path
-
     out = Path(args.out)
     for part in (out, *out.parents):
         if part.exists():
             if not part.is_dir():
                 parser.error(f"--out {args.out!r}: {str(part)!r} is not a folder")
             break
-    import torch
+    import torch  # only once a command runs (see the module docstring)
 
     try:
         device = torch.device(args.device)
@@ -212,8 +216,6 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from sksign import __version__
-
         print(__version__)
         return 0
     if args.command is None:
@@ -221,11 +223,11 @@ def main(argv=None) -> int:
         return 2
     _check_out_and_device(parser, args)
     if args.threads:
-        import torch
+        import torch  # only once a command runs (see the module docstring)
 
         torch.set_num_threads(args.threads)
     if args.command == "demo":
-        from sksign._report.demo import run_demo
+        from sksign._report.demo import run_demo  # (see the module docstring)
 
         _, n_failed = run_demo(
             args.out,
@@ -235,7 +237,7 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
         )
         return 1 if n_failed else 0
-    from sksign._report.reproduce import run_reproduce
+    from sksign._report.reproduce import run_reproduce  # (see the docstring)
 
     return run_reproduce(
         args.table,

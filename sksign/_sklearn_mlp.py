@@ -19,19 +19,60 @@ from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
+__all__ = [
+    "MLP_TYPES",
+    "SIGN_PRESERVING_ACTIVATIONS",
+    "IdentityActivation",
+    "hidden_layer_names",
+    "mlp_module",
+]
+
 MLP_TYPES = (MLPClassifier, MLPRegressor)
+
+#: scikit-learn's hidden activations whose output has the sign of their input
+#: (``sgn phi(z) = sgn z``), so that a hidden layer has a sign code: the one
+#: allow-list of SignCodeTransformer and the scorers. "logistic" is not one
+#: (its outputs are always positive).
+SIGN_PRESERVING_ACTIVATIONS = ("identity", "relu", "tanh")
+
+
+class IdentityActivation(nn.Identity):
+    """scikit-learn's ``activation="identity"`` as an activation module.
+
+    An ``nn.Identity`` that :func:`sksign.nn.activation_kind` takes for a
+    sign-preserving activation (by its class name), so that the hidden layers
+    of an identity MLP are found by ``layers="all"``/``"last"`` like those of
+    a ReLU or tanh MLP.
+
+    Examples
+    --------
+    >>> from sksign.nn import activation_kind
+    >>> activation_kind(IdentityActivation())
+    'sign'
+    """
+
 
 # scikit-learn's hidden activations, as torch modules
 _ACTIVATIONS = {
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
-    "identity": nn.Identity,
+    "identity": IdentityActivation,
     "logistic": nn.Sigmoid,
 }
 
 
 def hidden_layer_names(mlp) -> list[str]:
-    """Names of the hidden layers of a fitted MLP: ``hidden0, hidden1, ...``."""
+    """Names of the hidden layers of a fitted MLP: ``hidden0, hidden1, ...``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neural_network import MLPClassifier
+    >>> X, y = np.random.RandomState(0).randn(20, 3), np.arange(20) % 2
+    >>> mlp = MLPClassifier((4, 3), max_iter=300, random_state=0).fit(X, y)
+    >>> hidden_layer_names(mlp)
+    ['hidden0', 'hidden1']
+    """
     check_is_fitted(mlp, "coefs_")
     return [f"hidden{i}" for i in range(len(mlp.coefs_) - 1)]
 
@@ -68,6 +109,20 @@ def mlp_module(mlp, *, n_hidden: int | None = None, readout: bool = True):
         ``fc{i}`` (``nn.Linear``) and ``hidden{i}`` (the activation module, whose
         input is the pre-activation ``z``) per hidden layer, then ``out``; in
         float64, with ``requires_grad=False``, on the CPU.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> from sklearn.neural_network import MLPClassifier
+    >>> X, y = np.random.RandomState(0).randn(20, 3), np.arange(20) % 3
+    >>> mlp = MLPClassifier((4,), max_iter=300, random_state=0).fit(X, y)
+    >>> module = mlp_module(mlp)
+    >>> [name for name, _ in module.named_children()]
+    ['fc0', 'hidden0', 'out']
+    >>> logits = module(torch.from_numpy(X)).numpy()
+    >>> bool((mlp.classes_[logits.argmax(1)] == mlp.predict(X)).all())
+    True
     """
     check_is_fitted(mlp, "coefs_")
     total = len(mlp.coefs_) - 1

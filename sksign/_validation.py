@@ -10,13 +10,87 @@ transformers call it, so they agree on dtype, shape and error messages.
 
 from __future__ import annotations
 
+import numpy as np
+from sklearn.utils.validation import validate_data
+from torch.utils.data import Dataset
+
 __all__ = ["check_net_X"]
+
+
+def _image_shape(shape):
+    """(C, H, W) of one image; a 2-D (H, W) shape has one channel."""
+    if shape is not None and len(shape) == 2:
+        return (1, *shape)
+    return None if shape is None else tuple(shape)
+
+
+def _split_images(X):
+    """`X` as rows and the shape of one image (None when X holds rows)."""
+    if hasattr(X, "iloc") or hasattr(X, "__dataframe__"):
+        return X, None
+    arr = X if isinstance(X, np.ndarray) else None
+    if arr is None and isinstance(X, list | tuple):
+        try:
+            arr = np.asarray(X)
+        except ValueError:
+            arr = None
+    if arr is not None and arr.ndim > 2:
+        return arr.reshape(arr.shape[0], -1), tuple(arr.shape[1:])
+    return X, None
 
 
 def check_net_X(net, X, *, reset: bool = False):
     """Validate `X` for the sksign net `net` and return float32 rows.
 
-    Images (N, C, H, W) are flattened to rows; torch Datasets pass through.
-    With ``reset=True`` (fit) the feature count and image shape are recorded.
+    Images (N, C, H, W) or (N, H, W) are flattened to rows; torch Datasets
+    (skorch passes its validation split to the scoring callbacks) pass through
+    unchanged. With ``reset=True`` (fit) the feature count, the column names
+    and the image shape are recorded on `net`; otherwise X must match them.
+
+    Parameters
+    ----------
+    net : HTAFNetClassifier, HTAFNetRegressor or ICBMClassifier
+        The net the rows are for.
+    X : array-like of shape (n_samples, n_features) or (n_samples, C, H, W)
+        The input.
+    reset : bool, default=False
+        Record the shape of X (fit) rather than check it (predict).
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), dtype float32, or Dataset
+        C-contiguous rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.estimators import HTAFNetClassifier
+    >>> from sksign._validation import check_net_X
+    >>> X, y = np.random.RandomState(0).rand(8, 1, 2, 2), [0, 1] * 4
+    >>> net = HTAFNetClassifier((4,), max_epochs=2, random_state=0).fit(X, y)
+    >>> rows = check_net_X(net, X)
+    >>> rows.shape, rows.dtype
+    ((8, 4), dtype('float32'))
     """
-    return net._as_rows(X, reset=reset)
+    if isinstance(X, Dataset):
+        return X
+    X, shape = _split_images(X)
+    if reset and shape is not None and net.input_shape is not None:
+        if _image_shape(shape) != _image_shape(net.input_shape):
+            raise ValueError(
+                f"X has images of shape {shape}, but input_shape="
+                f"{tuple(net.input_shape)} was given; leave input_shape=None "
+                "for image input or make them agree."
+            )
+    X = validate_data(net, X, reset=reset, dtype=np.float32)
+    if reset:
+        net._image_shape = shape
+    else:
+        fitted_shape = getattr(net, "input_shape_", None)
+        if shape is not None and fitted_shape is not None:
+            if _image_shape(shape) != _image_shape(fitted_shape):
+                raise ValueError(
+                    f"X has images of shape {shape}, but {type(net).__name__} "
+                    f"was fitted on images of shape {fitted_shape}."
+                )
+    return np.ascontiguousarray(X, dtype=np.float32)

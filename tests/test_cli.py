@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from sksign.__main__ import build_parser, main
-from sksign._report._common import fmt, markdown_table, read_markdown_tables
+from sksign._report.tables import fmt, markdown_table, read_markdown_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,8 +63,9 @@ def test_demo_end_to_end(tmp_path):
     One test function (not a module fixture shared by several tests) so that
     pytest-xdist never runs the demo twice.
     """
-    proc = _run("demo", "--quick", "--no-progress", "--out", str(tmp_path),
-                cwd=tmp_path)
+    proc = _run(
+        "demo", "--quick", "--no-progress", "--out", str(tmp_path), cwd=tmp_path
+    )
     demo = (proc, tmp_path)
     check_demo_runs_and_prints_summary(demo)
     check_demo_writes_all_files(demo)
@@ -78,15 +79,15 @@ def check_demo_runs_and_prints_summary(demo):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Failed sections" not in proc.stdout
     assert "[skipped]" not in proc.stderr, proc.stderr[-2000:]
-    assert "section" in proc.stdout and "quantity" in proc.stdout
+    assert "section" in proc.stdout
+    assert "quantity" in proc.stdout
     assert str((out / "report.md").resolve()) in proc.stdout
     # every headline number of summary.csv is on the terminal
     _, rows = _read_csv(out / "summary.csv")
     for _section, quantity, value, _ in rows:
-        line = next(
-            (ln for ln in proc.stdout.splitlines() if quantity in ln), None
-        )
-        assert line is not None and value in line, (quantity, value)
+        line = next((ln for ln in proc.stdout.splitlines() if quantity in ln), None)
+        assert line is not None, (quantity, value)
+        assert value in line, (quantity, value)
 
 
 def check_demo_writes_all_files(demo):
@@ -94,7 +95,8 @@ def check_demo_writes_all_files(demo):
     assert (out / "report.md").is_file()
     for name in CSVS:
         header, rows = _read_csv(out / f"{name}.csv")
-        assert header and rows, name
+        assert header, name
+        assert rows, name
     import matplotlib.image as mpimg
 
     report = (out / "report.md").read_text(encoding="utf-8")
@@ -102,7 +104,9 @@ def check_demo_writes_all_files(demo):
         path = out / f"{name}.png"
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         img = mpimg.imread(path)
-        assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+        assert img.ndim == 3
+        assert img.shape[0] > 100
+        assert img.shape[1] > 100
         assert img.std() > 0  # not a blank canvas
         assert f"]({name}.png)" in report
 
@@ -174,8 +178,9 @@ def check_every_intervention_number_names_its_definition(demo):
     assert inter
     for r in inter:
         assert r["definition"], r
-        assert any(d in r["quantity"] for d in ("literal", "gate", "standard",
-                                                  "matched"))
+        assert any(
+            d in r["quantity"] for d in ("literal", "gate", "standard", "matched")
+        )
 
 
 # -- --help ------------------------------------------------------------------
@@ -183,10 +188,31 @@ def check_every_intervention_number_names_its_definition(demo):
     ("argv", "expected"),
     [
         ([], ["demo", "reproduce"]),
-        (["demo"], ["--out", "--quick", "--dataset", "--device", "sksign-report",
-                    "GridSearchCV", "ICBM"]),
-        (["reproduce"], ["signcode", "htaf", "--quick", "--full", "--dataset",
-                         "--device", "--out", "expects to take"]),
+        (
+            ["demo"],
+            [
+                "--out",
+                "--quick",
+                "--dataset",
+                "--device",
+                "sksign-report",
+                "GridSearchCV",
+                "ICBM",
+            ],
+        ),
+        (
+            ["reproduce"],
+            [
+                "signcode",
+                "htaf",
+                "--quick",
+                "--full",
+                "--dataset",
+                "--device",
+                "--out",
+                "expects to take",
+            ],
+        ),
     ],
 )
 def test_help_texts(capsys, argv, expected):
@@ -201,18 +227,23 @@ def test_help_texts(capsys, argv, expected):
 def test_help_through_python_m(tmp_path):
     proc = _run("--help", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0
-    assert "python -m sksign" in proc.stdout and "reproduce" in proc.stdout
+    assert "python -m sksign" in proc.stdout
+    assert "reproduce" in proc.stdout
 
 
 def test_bad_arguments_are_rejected(capsys):
     parser = build_parser()
-    for argv in (["reproduce", "bogus"], ["reproduce", "htaf", "--quick", "--full"],
-                 ["demo", "--dataset", "cifar"]):
+    for argv in (
+        ["reproduce", "bogus"],
+        ["reproduce", "htaf", "--quick", "--full"],
+        ["demo", "--dataset", "cifar"],
+    ):
         with pytest.raises(SystemExit) as info:
             parser.parse_args(argv)
         assert info.value.code == 2
     args = parser.parse_args(["reproduce", "htaf"])
-    assert args.full is False and args.dataset is None
+    assert args.full is False
+    assert args.dataset is None
 
 
 def test_bad_out_and_device_fail_before_any_training(tmp_path, capsys):
@@ -247,14 +278,24 @@ def test_library_does_not_import_report_code():
         "bad = [m for m in sys.modules if m.startswith(('sksign._report', "
         "'sksign.__main__'))]; print(bad); assert not bad"
     )
-    proc = subprocess.run([sys.executable, "-c", code], env=_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_fmt_and_markdown_roundtrip():
-    cells = [[fmt(v) for v in row] for row in
-             [["relu", 0.5, 3, float("nan"), 1e-6], ["a|b", True, None, 2e6, -0.25]]]
+    cells = [
+        [fmt(v) for v in row]
+        for row in [
+            ["relu", 0.5, 3, float("nan"), 1e-6],
+            ["a|b", True, None, 2e6, -0.25],
+        ]
+    ]
     assert cells[0] == ["relu", "0.5000", "3", "nan", "1.000e-06"]
     assert cells[1] == ["a/b", "yes", "", "2.000e+06", "-0.2500"]
     text = "intro\n\n" + markdown_table(["a", "b", "c", "d", "e"], cells) + "\n\nend"
@@ -264,18 +305,50 @@ def test_fmt_and_markdown_roundtrip():
 
 # -- reproduce ----------------------------------------------------------------
 _SIGNCODE_HEADERS = (
-    ["Activation", "Full net (%)", "Sign-kNN (%)", "Δsgn (pts)",
-     "Paper full net (%)", "Paper sign-kNN (%)", "Width", "Train (%)",
-     "LOO purity (k=10)"],
-    ["Activation", "Clean (%)", "Sign flip α=0.2, literal (%)",
-     "Sign flip α=0.2, gate (%)", "Magnitude α=1, standard (%)",
-     "Magnitude α=1, matched (%)", "Paper clean → magnitude α=1 (%)", "Width"],
-    ["Activation", "Median Z1", "δ̄", "eps_1", "(C-1) E[Z1^-2]",
-     "E[min(1, Σ r²/M~²)]", "Paper", "Width"],
+    [
+        "Activation",
+        "Full net (%)",
+        "Sign-kNN (%)",
+        "Δsgn (pts)",
+        "Paper full net (%)",
+        "Paper sign-kNN (%)",
+        "Width",
+        "Train (%)",
+        "LOO purity (k=10)",
+    ],
+    [
+        "Activation",
+        "Clean (%)",
+        "Sign flip α=0.2, literal (%)",
+        "Sign flip α=0.2, gate (%)",
+        "Magnitude α=1, standard (%)",
+        "Magnitude α=1, matched (%)",
+        "Paper clean → magnitude α=1 (%)",
+        "Width",
+    ],
+    [
+        "Activation",
+        "Median Z1",
+        "δ̄",
+        "eps_1",
+        "(C-1) E[Z1^-2]",
+        "E[min(1, Σ r²/M~²)]",
+        "Paper",
+        "Width",
+    ],
 )
 _HTAF_HEADERS = (
-    ["Model", "Ours: net", "HTAF (%)", "STE (%)", "SS (%)", "Paper: net",
-     "Paper C10 HTAF / STE / SS", "Paper C100 HTAF / STE / SS", "Best (ours)"],
+    [
+        "Model",
+        "Ours: net",
+        "HTAF (%)",
+        "STE (%)",
+        "SS (%)",
+        "Paper: net",
+        "Paper C10 HTAF / STE / SS",
+        "Paper C100 HTAF / STE / SS",
+        "Best (ours)",
+    ],
     ["Activation", "Step 1", "Median steps 1-20", "Paper"],
     ["Backbone", "Data", "Before (%)", "After, ICBM (%)", "Difference (pts)"],
 )
@@ -300,7 +373,9 @@ def check_reproduce_tables(table, md):
         assert [t[0] for t in tables] == list(_HTAF_HEADERS)
         assert [r[0] for r in tables[0][1:]] == ["SNN", "BNN", "DHN", "DHN"]
         assert [r[1].split(", ")[-1] for r in tables[0][1:]][2:] == [
-            "4 hidden layers", "8 hidden layers"]
+            "4 hidden layers",
+            "8 hidden layers",
+        ]
         assert [r[0] for r in tables[1][1:]] == ["HTAF", "STE", "SS"]
         assert "ICBM before/after" in md
         assert "91.0 / 91.2 / 90.6" in md  # the paper's SNN numbers alongside
@@ -310,9 +385,7 @@ def check_reproduce_tables(table, md):
 @pytest.mark.parametrize("table", ["signcode", "htaf"])
 def test_docs_tables_come_from_reproduce(table):
     """docs/_static/<table>_table.md is the output of ``reproduce --quick``."""
-    md = (ROOT / "docs" / "_static" / f"{table}_table.md").read_text(
-        encoding="utf-8"
-    )
+    md = (ROOT / "docs" / "_static" / f"{table}_table.md").read_text(encoding="utf-8")
     check_reproduce_tables(table, md)
     assert f"Made by `python -m sksign reproduce {table} --quick` in" in md
     rst = (ROOT / "docs" / "tables.rst").read_text(encoding="utf-8")
@@ -323,11 +396,18 @@ def test_docs_tables_come_from_reproduce(table):
 def test_write_tables_writes_md_and_one_csv_per_table(tmp_path):
     from io import StringIO
 
-    from sksign._report.reproduce import Table, write_tables
+    from sksign._report.tables import Table, write_tables
 
     tables = [
-        Table("First", "cap 1", ["a", "b"], [["x", "1.00"]], ["a", "b"],
-              [["x", 0.01]], note="a note"),
+        Table(
+            "First",
+            "cap 1",
+            ["a", "b"],
+            [["x", "1.00"]],
+            ["a", "b"],
+            [["x", 0.01]],
+            note="a note",
+        ),
         Table("Second", "cap 2", ["c"], [["y"]], ["c", "d"], [["y", 2]]),
     ]
     path = write_tables(tables, tmp_path, "demo", "Head", StringIO(), "foot")
@@ -343,8 +423,19 @@ def test_write_tables_writes_md_and_one_csv_per_table(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("table", ["signcode", "htaf"])
 def test_reproduce_quick(tmp_path, table):
-    proc = _run("reproduce", table, "--quick", "--epochs", "3", "--seeds", "1",
-                "--no-progress", "--out", str(tmp_path), cwd=tmp_path)
+    proc = _run(
+        "reproduce",
+        table,
+        "--quick",
+        "--epochs",
+        "3",
+        "--seeds",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Expected run time" in proc.stdout
     assert "[skipped]" not in proc.stdout
@@ -354,7 +445,8 @@ def test_reproduce_quick(tmp_path, table):
     for i, n in enumerate(n_rows):
         suffix = "" if i == 0 else f"_{i + 1}"
         header, rows = _read_csv(tmp_path / f"{table}_table{suffix}.csv")
-        assert header and len(rows) == n, (suffix, rows)
+        assert header, (suffix, rows)
+        assert len(rows) == n, (suffix, rows)
     if table == "signcode":
         rows = _table(tmp_path, "signcode_table")
         for r in rows:  # sign gap = err(kNN) - err(net)
@@ -367,12 +459,12 @@ def test_reproduce_quick(tmp_path, table):
 
 def test_best_of_a_row_reports_ties():
     """Check equal means are a tie, not a win for the first activation."""
-    from sksign._report.reproduce import _leaders
+    from sksign._report.tables import leaders
 
-    assert _leaders(["htaf", "ste", "ss"], [0.958, 0.958, 0.95]) == ["htaf", "ste"]
-    assert _leaders(["htaf", "ste", "ss"], [0.95, 0.96, 0.958]) == ["ste"]
+    assert leaders(["htaf", "ste", "ss"], [0.958, 0.958, 0.95]) == ["htaf", "ste"]
+    assert leaders(["htaf", "ste", "ss"], [0.95, 0.96, 0.958]) == ["ste"]
     # 1552/1620 correct either way: equal up to float rounding of the mean
-    assert _leaders(["a", "b"], [1552 / 1620, (1552 / 1620 * 3) / 3]) == ["a", "b"]
+    assert leaders(["a", "b"], [1552 / 1620, (1552 / 1620 * 3) / 3]) == ["a", "b"]
 
 
 def test_docs_csvs_hold_what_the_markdown_shows():

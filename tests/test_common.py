@@ -1,34 +1,49 @@
 """scikit-learn compatibility of every public estimator (parametrize_with_checks)."""
 
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sksign.estimators import HTAFNetClassifier, HTAFNetRegressor
-
-# Every entry needs a reason; xfail_strict makes stale entries fail.
-_SKORCH_INIT = (
-    "skorch's NeuralNet.__init__ sets history_, initialized_ and virtual_params_"
+from sksign.estimators import (
+    HTAFNetClassifier,
+    HTAFNetRegressor,
+    ICBMClassifier,
+    SignKNNClassifier,
 )
-EXPECTED_FAILED_CHECKS = {
-    "HTAFNetClassifier": {"check_no_attributes_set_in_init": _SKORCH_INIT},
-    "HTAFNetRegressor": {"check_no_attributes_set_in_init": _SKORCH_INIT},
-}
+from sksign.transformers import SignCodeTransformer
 
 
 def _estimators():
-    small = {"hidden_layer_sizes": (32,), "max_epochs": 30, "lr": 1e-2}
+    small = {"max_epochs": 30, "lr": 1e-2, "random_state": 0}
     return [
-        HTAFNetClassifier(**small, random_state=0),
-        HTAFNetRegressor(**small, random_state=0),
+        HTAFNetClassifier((32,), **small),
+        HTAFNetRegressor((32,), **small),
+        ICBMClassifier(n_concepts=8, hidden_layer_sizes=(32,), **small),
+        SignKNNClassifier(),
+        SignCodeTransformer(random_state=0),
     ]
 
 
-def _expected_failed_checks(estimator):
-    return EXPECTED_FAILED_CHECKS.get(type(estimator).__name__, {})
-
-
-@parametrize_with_checks(
-    _estimators(), expected_failed_checks=_expected_failed_checks, xfail_strict=True
-)
+# No expected failures: every check passes for every estimator.
+@parametrize_with_checks(_estimators(), xfail_strict=True)
 def test_sklearn_compatible(estimator, check, run_sklearn_check):
     """Check the estimators follow scikit-learn's API conventions."""
     run_sklearn_check(check, estimator)
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        e
+        for e in _estimators()
+        if isinstance(e, HTAFNetClassifier | HTAFNetRegressor | ICBMClassifier)
+    ],
+)
+def test_parameter_constraints_cover_every_parameter(net):
+    """Check each net's constraints name every parameter get_params returns
+    (skorch's routed ``prefix__name`` parameters are checked by skorch)."""
+    params = {
+        name
+        for name in net.get_params(deep=False)
+        if "__" not in name or name == "iterator_train__shuffle"
+    }
+    assert params <= set(net._parameter_constraints)

@@ -34,16 +34,19 @@ def _maybe_skip(loader):
 def test_shapes_dtypes_ranges(loader, shape, x_dtype, y_dtype, n_classes, x_range):
     _maybe_skip(loader)
     X, y = loader()
-    assert isinstance(X, np.ndarray) and isinstance(y, np.ndarray)
+    assert isinstance(X, np.ndarray)
+    assert isinstance(y, np.ndarray)
     assert X.shape == shape
     assert y.shape == (shape[0],)
     assert X.dtype == x_dtype
     assert y.dtype == y_dtype
-    assert np.all(np.isfinite(X)) and np.all(np.isfinite(y))
+    assert np.all(np.isfinite(X))
+    assert np.all(np.isfinite(y))
     if n_classes is not None:
         assert np.array_equal(np.unique(y), np.arange(n_classes))
     if x_range is not None:
-        assert X.min() >= x_range[0] and X.max() <= x_range[1]
+        assert X.min() >= x_range[0]
+        assert X.max() <= x_range[1]
 
 
 @pytest.mark.parametrize("loader", [c[0] for c in CASES], ids=lambda f: f.__name__)
@@ -82,9 +85,11 @@ def test_autompg_columns():
     assert len(datasets.AUTOMPG_FEATURES) == X.shape[1]
     # cylinders, model year and origin are small integers in their own units
     assert set(np.unique(X[:, 0])) <= {3.0, 4.0, 5.0, 6.0, 8.0}
-    assert X[:, 5].min() >= 70 and X[:, 5].max() <= 82
+    assert X[:, 5].min() >= 70
+    assert X[:, 5].max() <= 82
     assert set(np.unique(X[:, 6])) == {1.0, 2.0, 3.0}
-    assert 5 < y.min() and y.max() < 50
+    assert 5 < y.min()
+    assert y.max() < 50
 
 
 @pytest.mark.parametrize(
@@ -116,7 +121,8 @@ def test_no_mlxtend_needed_for_bundled_sklearn_data(monkeypatch):
 def test_docstring_sentences_bounds_and_errors():
     """Check the length bounds hold and bad arguments raise naming them."""
     sentences = datasets.docstring_sentences("math", min_length=30, max_length=80)
-    assert sentences and all(30 <= len(s) <= 80 for s in sentences)
+    assert sentences
+    assert all(30 <= len(s) <= 80 for s in sentences)
     with pytest.raises(TypeError, match="module_name must be the name of a module"):
         datasets.docstring_sentences(5)
     with pytest.raises(ValueError, match="min_length=300 is above max_length=10"):

@@ -80,7 +80,8 @@ def test_relu_net_codes_scorers_and_knn(device, data, host_transfers):
     with host_transfers() as moved:
         codes = sct.transform(X_test)
     assert moved.dtypes() == {torch.bool}  # only bits came back
-    assert codes.shape == (len(X_test), 96) and codes.dtype == np.uint8
+    assert codes.shape == (len(X_test), 96)
+    assert codes.dtype == np.uint8
     assert np.mean(codes != _cpu_codes(net, X_train, X_test)) <= MAX_FLIPPED
 
     pipe = make_pipeline(
@@ -111,7 +112,8 @@ def test_relu_net_codes_scorers_and_knn(device, data, host_transfers):
     assert flipped < clean
 
     rep = gate_dominance_report(net, X_test, X_ref=X_train)
-    assert rep.d == 32 and np.isfinite(rep.logits).all()
+    assert rep.d == 32
+    assert np.isfinite(rep.logits).all()
     np.testing.assert_allclose(
         rep.logits, rep.pure_sign_logits + rep.residuals, rtol=1e-5, atol=1e-5
     )
@@ -147,7 +149,8 @@ def test_htaf_cnn_regressor_and_icbm(device, data, host_transfers):
     )
     assert _on(reg.module_, device)
     pred = reg.predict(X_test)
-    assert pred.shape == (len(X_test),) and np.isfinite(pred).all()
+    assert pred.shape == (len(X_test),)
+    assert np.isfinite(pred).all()
 
     icbm = ICBMClassifier(
         n_concepts=8,
@@ -161,7 +164,8 @@ def test_htaf_cnn_regressor_and_icbm(device, data, host_transfers):
     with host_transfers() as moved:
         concepts = icbm.transform(X_test)
     assert moved.dtypes() == {torch.bool}
-    assert concepts.shape == (len(X_test), 8) and set(np.unique(concepts)) <= {0, 1}
+    assert concepts.shape == (len(X_test), 8)
+    assert set(np.unique(concepts)) <= {0, 1}
     records = icbm.explain_concepts(X_test, y_test)
     assert len(records) == 8
     assert icbm.score(X_test, y_test) > 0.5

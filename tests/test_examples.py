@@ -25,7 +25,9 @@ def test_example_layout(path):
     text = path.read_text(encoding="utf-8")
     assert text.startswith('"""\n=')
     title_rule, title, rule = text.splitlines()[1:4]
-    assert title_rule == rule and len(rule) >= len(title) and set(rule) == {"="}
+    assert title_rule == rule
+    assert len(rule) >= len(title)
+    assert set(rule) == {"="}
     assert "# %%" in text
     assert "RANDOM_STATE = " in text
 

@@ -24,7 +24,8 @@ def test_public_names_are_the_subpackages_objects(name, home):
     """Check sksign.<name> is the object its subpackage exports."""
     sub = getattr(sksign, home)
     assert getattr(sksign, name) is getattr(sub, name)
-    assert name in sksign.__all__ and name in dir(sksign)
+    assert name in sksign.__all__
+    assert name in dir(sksign)
     assert name in sub.__all__
 
 

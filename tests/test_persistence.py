@@ -218,7 +218,7 @@ def test_save_params_optimizer_refuses_safetensors(fitted, tmp_path):
     """Check that skorch refuses to write the optimizer as safetensors, clearly."""
     pytest.importorskip("safetensors")
     est, _, _ = fitted("HTAFNetClassifier")
-    with pytest.raises(ValueError, match="(?i)safetensors"):
+    with pytest.raises(ValueError, match=r"(?i)safetensors"):
         est.save_params(f_optimizer=tmp_path / "opt.safetensors", use_safetensors=True)
 
 

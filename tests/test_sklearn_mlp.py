@@ -144,7 +144,8 @@ def test_transformer_and_scorers_name_layers_alike():
     clean = intervention_score(mlp, X, y, alpha=0.0, layers=["hidden0"])
     assert clean == mlp.score(X, y)
     assert intervention_score(mlp, X, y, alpha=1.0, layers=["hidden0"]) != clean
-    with pytest.raises(ValueError, match="'act0' was not found.*hidden0"):
+    with pytest.raises(ValueError, match=r"'act0' was not found.*hidden0"):
         intervention_score(mlp, X, y, layers=["act0"])
     rep = gate_dominance_report(mlp, X)
-    assert rep.layer == "hidden1" and rep.readout == "out"
+    assert rep.layer == "hidden1"
+    assert rep.readout == "out"

@@ -197,7 +197,8 @@ def test_sign_code_transform_streams_an_iterator(X_memmap, mlp):
     res_large, large = _working_memory(
         lambda n: _consume(sct.transform(_row_batches(X_memmap, n))), N_LARGE
     )
-    assert res_small[0] == N_SMALL and res_large[0] == N_LARGE
+    assert res_small[0] == N_SMALL
+    assert res_large[0] == N_LARGE
     _assert_bounded(small, large, "SignCodeTransformer.transform(iterator)")
 
 
@@ -228,7 +229,7 @@ def test_sign_knn_and_pipeline_stream_an_iterator(X_memmap, mlp, knn, codes_memm
         return _consume(pipe.predict(_row_batches(X_memmap, n)))
 
     run(3000)  # warm-up
-    res_small, small = _working_memory(run, N_SMALL)
+    _res_small, small = _working_memory(run, N_SMALL)
     res_large, large = _working_memory(run, N_LARGE)
     assert res_large[0] == N_LARGE
     _assert_bounded(small, large, "Pipeline.predict(iterator)")
@@ -251,7 +252,7 @@ def test_iterator_errors_are_clear_and_lazy(X_memmap, mlp, knn, codes_memmap):
         next(parts)
     with pytest.raises(ValueError, match=f"{N_FEATURES} features"):
         next(sct.transform(iter([X_memmap[:5, :10]])))
-    with pytest.raises(ValueError, match="set_output.*'pandas'"):
+    with pytest.raises(ValueError, match=r"set_output.*'pandas'"):
         clone(sct).set_output(transform="pandas").fit(X_memmap[:100]).transform(
             iter([X_memmap[:5]])
         )

@@ -1,4 +1,12 @@
-"""Shared helpers of the reports: output folder, tables, optional pieces."""
+"""Shared pieces of the reports: the data split, the report folder, optional
+pieces and progress bars.
+
+:class:`Report` collects the demo's text, tables (CSV) and figures (PNG) in a
+folder; :func:`load_split` is the train/test split every report uses;
+:func:`optional` imports what may be missing (matplotlib); :func:`progress`
+is the progress bar. Cell and table formatting live in
+:mod:`sksign._report.tables`.
+"""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -8,62 +16,47 @@ from __future__ import annotations
 import csv
 import importlib
 import io
-import math
-import os
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
+from sklearn.model_selection import train_test_split
+from tqdm.auto import tqdm
 
-__all__ = ["Report", "fmt", "optional", "progress"]
+from sksign import datasets
+from sksign._report.tables import fmt, markdown_table
 
+__all__ = ["SEED", "Report", "load_split", "optional", "progress"]
 
-def fmt(value) -> str:
-    """Format one table cell; the same string goes to the CSV and to report.md."""
-    if value is None:
-        return ""
-    if isinstance(value, bool | np.bool_):
-        return "yes" if value else "no"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        value = float(value)
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
-            return f"{value:.3e}"
-        return f"{value:.4f}"
-    return str(value).replace("|", "/").replace("\n", " ")
+#: The seed of the train/test split.
+SEED = 0
 
 
-def optional(module, *names: str):
+def load_split(dataset):
+    """``X_train, X_test, y_train, y_test``: a 70/30 stratified split of
+    `dataset` ("digits" or "mnist5k"), features in [0, 1]."""
+    loader = {"digits": datasets.load_digits, "mnist5k": datasets.load_mnist5k}
+    X, y = loader[dataset]()
+    return train_test_split(X, y, test_size=0.3, random_state=SEED, stratify=y)
+
+
+def optional(module: str, *names: str):
     """Import `names` from `module`; return ``(objects, None)`` or ``(None, why)``.
 
-    `module` may be a tuple of candidates, tried in order (the public
-    package first, then the private module that defines the names). The
-    report pieces written by other parts of the package are optional: a
-    section whose pieces are missing is skipped with a note, so the report
-    still runs while the package grows.
+    For the optional dependencies of the reports (matplotlib, through
+    :mod:`sksign._report.plots`): a piece whose module cannot be imported is
+    skipped with a note, so the rest of the report still runs.
     """
-    candidates = (module,) if isinstance(module, str) else tuple(module)
-    why = None
-    for mod_name in candidates:
-        try:
-            mod = importlib.import_module(mod_name)
-            return [getattr(mod, n) for n in names], None
-        except (ImportError, AttributeError) as exc:
-            why = why or f"{mod_name}: {type(exc).__name__}: {exc}"
-    return None, why
+    try:
+        mod = importlib.import_module(module)
+        return [getattr(mod, n) for n in names], None
+    except (ImportError, AttributeError) as exc:
+        return None, f"{module}: {type(exc).__name__}: {exc}"
 
 
 def progress(iterable=None, *, total=None, desc=None, enabled=True):
     """A tqdm progress bar on stderr (disabled when stderr is not a terminal)."""
-    from tqdm.auto import tqdm
-
     disable = None if enabled else True
     return tqdm(
         iterable, total=total, desc=desc, disable=disable, leave=False, file=sys.stderr
@@ -113,11 +106,12 @@ class Report:
         return cells
 
     def figure(self, fig, name: str, caption: str) -> None:
+        """Save `fig` as ``<name>.png``, close it and show it in report.md."""
         path = self.out / f"{name}.png"
         fig.savefig(path, dpi=110, bbox_inches="tight")
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
+        # matplotlib is optional (the ``report`` extra): a figure means it is here
+        (close,), _ = optional("matplotlib.pyplot", "close")
+        close(fig)
         self.files.append(path.name)
         self.body += [f"![{caption}]({path.name})", "", f"*{caption}*", ""]
 
@@ -174,35 +168,3 @@ class Report:
             if k == 0:
                 out.write("-" * min(len(line), width) + "\n")
         return out.getvalue()
-
-
-def markdown_table(columns, rows) -> str:
-    head = "| " + " | ".join(str(c) for c in columns) + " |"
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
-
-
-def read_markdown_tables(text: str) -> list[list[list[str]]]:
-    """Parse the pipe tables of a Markdown text (used by the tests)."""
-    tables, current = [], []
-    for line in text.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if all(set(c) <= {"-", ":"} and c for c in cells):
-                continue
-            current.append(cells)
-        elif current:
-            tables.append(current)
-            current = []
-    if current:
-        tables.append(current)
-    return tables
-
-
-def n_threads_note() -> str:
-    import torch
-
-    return (
-        f"torch threads: {torch.get_num_threads()}, CPU cores: {os.cpu_count()}"
-    )

@@ -9,11 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
 
-from sksign.nn.activations import htaf, htaf_alpha0_min  # noqa: E402
+from sksign.nn import htaf, htaf_alpha0_min
 
 __all__ = [
     "plot_gate_dominance_width",
@@ -33,13 +33,21 @@ def htaf_and_derivative(x, alpha0, alpha1):
     return y.detach().numpy(), g.numpy()
 
 
-def plot_htaf_shape(pairs=((0.5, 44.0), (1.0, 22.0), (2.0, 11.0), (3.0, 22 / 3)),
-                    k=22.0, eps=0.1):
+def plot_htaf_shape(
+    pairs=((0.5, 44.0), (1.0, 22.0), (2.0, 11.0), (3.0, 22 / 3)), k=22.0, eps=0.1
+):
     """HTAF on the 22-manifold and its derivative against sigmoid(k x)."""
     x = np.linspace(-3, 3, 1201)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
-    ax0.step(x, (x >= 0).astype(float), where="post", color="k", lw=1, ls=":",
-             label="step H(x)")
+    ax0.step(
+        x,
+        (x >= 0).astype(float),
+        where="post",
+        color="k",
+        lw=1,
+        ls=":",
+        label="step H(x)",
+    )
     for a0, a1 in pairs:
         y, g = htaf_and_derivative(x, a0, a1)
         label = f"HTAF a0={a0:g}, a1={a1:.3g}"
@@ -47,15 +55,23 @@ def plot_htaf_shape(pairs=((0.5, 44.0), (1.0, 22.0), (2.0, 11.0), (3.0, 22 / 3))
         ax1.semilogy(x, np.maximum(g, 1e-30), label=label)
     s = 1.0 / (1.0 + np.exp(-k * x))
     ax0.plot(x, s, "k--", label=f"sigmoid({k:g} x)")
-    ax1.semilogy(x, np.maximum(k * s * (1 - s), 1e-30), "k--",
-                 label=f"sigmoid({k:g} x)")
+    ax1.semilogy(
+        x, np.maximum(k * s * (1 - s), 1e-30), "k--", label=f"sigmoid({k:g} x)"
+    )
     ax0.axhspan(1 - eps, 1, color="tab:green", alpha=0.08)
     ax0.axhspan(0, eps, color="tab:green", alpha=0.08)
     ax0.axvspan(-eps, eps, color="tab:red", alpha=0.08)
-    ax0.set(xlabel="x", ylabel="activation",
-            title=f"HTAF vs step; eps-band = {eps:g} (shaded)")
-    ax1.set(xlabel="x", ylabel="derivative (log scale)", ylim=(1e-12, 30),
-            title="Derivative: HTAF tail decays like exp(-2 a0 |x|)")
+    ax0.set(
+        xlabel="x",
+        ylabel="activation",
+        title=f"HTAF vs step; eps-band = {eps:g} (shaded)",
+    )
+    ax1.set(
+        xlabel="x",
+        ylabel="derivative (log scale)",
+        ylim=(1e-12, 30),
+        title="Derivative: HTAF tail decays like exp(-2 a0 |x|)",
+    )
     ax0.legend(fontsize=7, loc="upper left")
     ax1.legend(fontsize=7, loc="lower center")
     fig.tight_layout()
@@ -78,8 +94,9 @@ def plot_epsilon_bound(eps_values=(0.05, 0.1, 0.2)):
 def plot_interventions(curves, alphas):
     """Accuracy vs alpha; `curves` maps (activation, kind, definition) -> accs."""
     kinds = sorted({k for _, k, _ in curves})
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.5 * len(kinds), 4),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False
+    )
     acts = sorted({a for a, _, _ in curves})
     colors = {a: f"C{i}" for i, a in enumerate(acts)}
     for ax, kind in zip(axes[0], kinds):
@@ -88,11 +105,22 @@ def plot_interventions(curves, alphas):
         for (act, k, d), accs in curves.items():
             if k != kind:
                 continue
-            ax.plot(alphas, accs, styles[d], marker="o", ms=3, color=colors[act],
-                    label=f"{act}, {d}")
+            ax.plot(
+                alphas,
+                accs,
+                styles[d],
+                marker="o",
+                ms=3,
+                color=colors[act],
+                label=f"{act}, {d}",
+            )
         ax.axhline(0.1, color="grey", lw=0.8, ls=":")
-        ax.set(xlabel="alpha (share of units intervened on)", ylabel="accuracy",
-               title=f"intervention: {kind}", ylim=(0, 1.02))
+        ax.set(
+            xlabel="alpha (share of units intervened on)",
+            ylabel="accuracy",
+            title=f"intervention: {kind}",
+            ylim=(0, 1.02),
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -109,8 +137,11 @@ def plot_gate_dominance_width(rows):
         first = [z[0] for _, z in rows.values() if len(z) and z[0] > 0]
         if first:
             ax.loglog(all_w, ref * max(first), "k:", lw=1, label="~ sqrt(width)")
-    ax.set(xlabel="width of the last hidden layer", ylabel="median Z1",
-           title="Gate dominance vs width")
+    ax.set(
+        xlabel="width of the last hidden layer",
+        ylabel="median Z1",
+        title="Gate dominance vs width",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -121,7 +152,10 @@ def plot_grid_search(alpha0, scores, stds):
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ax.errorbar(alpha0, scores, yerr=stds, marker="o", capsize=3)
     ax.set_xscale("log")
-    ax.set(xlabel="alpha0 (alpha1 = 22 / alpha0)", ylabel="CV accuracy",
-           title="GridSearchCV on the 22-manifold")
+    ax.set(
+        xlabel="alpha0 (alpha1 = 22 / alpha0)",
+        ylabel="CV accuracy",
+        title="GridSearchCV on the 22-manifold",
+    )
     fig.tight_layout()
     return fig

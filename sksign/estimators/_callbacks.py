@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.base import is_classifier
 from skorch.callbacks import Callback
 
-from sksign.nn.activations import StepActivation, force_step_mode
+from sksign.nn import StepActivation, force_step_mode, forward_hooks
 
 __all__ = ["RelaxationGap"]
 
@@ -40,6 +41,16 @@ class RelaxationGap(Callback):
     ----------
     tol : float, default=0.1
         Distance to 0 or 1 under which an output counts as binary.
+
+    Examples
+    --------
+    >>> from sksign.estimators import HTAFNetClassifier, RelaxationGap
+    >>> X, y = [[0.0, 1.0], [1.0, 0.0]] * 4, [0, 1] * 4
+    >>> net = HTAFNetClassifier((4,), max_epochs=2, random_state=0,
+    ...                         callbacks=[("gap", RelaxationGap(tol=0.2))])
+    >>> row = net.fit(X, y).history_[-1]
+    >>> 0.0 <= row["binarization_rate"] <= 1.0, "train_acc_step" in row
+    (True, True)
     """
 
     def __init__(self, tol: float = 0.1) -> None:
@@ -55,25 +66,45 @@ class RelaxationGap(Callback):
             counts[0] += int(((o <= self.tol) | (o >= 1.0 - self.tol)).sum())
             counts[1] += o.numel()
 
-        handles = [a.register_forward_hook(count) for a in acts] if mode else []
+        hooks = [(a, count) for a in acts] if mode else []
         preds, targets = [], []
-        was_training = module.training
-        try:
-            module.eval()
-            with force_step_mode(module, mode or "hard"), torch.no_grad():
-                for Xi, yi in net.get_iterator(dataset, training=False):
-                    out = net.infer(Xi)
-                    preds.append(out.detach().cpu().numpy())
-                    targets.append(np.asarray(yi))
-        finally:
-            for h in handles:
-                h.remove()
-            module.train(was_training)
+        with (
+            forward_hooks(post=hooks, eval_mode=module),
+            force_step_mode(module, mode or "hard"),
+            torch.no_grad(),
+        ):
+            for Xi, yi in net.get_iterator(dataset, training=False):
+                out = net.infer(Xi)
+                preds.append(out.detach().cpu().numpy())
+                targets.append(np.asarray(yi))
         preds, targets = np.concatenate(preds), np.concatenate(targets)
         rate = counts[0] / counts[1] if counts[1] else float("nan")
         return preds, targets, rate
 
     def on_epoch_end(self, net, dataset_train=None, dataset_valid=None, **kwargs):
+        """Evaluate smooth and exact step, and record the gap into the history.
+
+        Parameters
+        ----------
+        net : skorch.NeuralNet
+            The net being trained.
+        dataset_train, dataset_valid : Dataset or None
+            skorch's data sets of the epoch; the validation one is used when
+            there is one.
+        **kwargs : dict
+            Ignored.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sksign.estimators import HTAFNetRegressor, RelaxationGap
+        >>> X = np.array([[0.0, 1.0], [1.0, 0.0]] * 4, dtype=np.float32)
+        >>> y = np.array([[0.0], [1.0]] * 4, dtype=np.float32)
+        >>> net = HTAFNetRegressor((4,), max_epochs=2, random_state=0).fit(X, y)
+        >>> RelaxationGap().on_epoch_end(net, dataset_train=net.get_dataset(X, y))
+        >>> "train_mse_step" in net.history_[-1]
+        True
+        """
         module = net.module_
         if not any(isinstance(m, StepActivation) for m in module.modules()):
             return
@@ -84,10 +115,7 @@ class RelaxationGap(Callback):
             return
         smooth, y, rate = self._evaluate(net, dataset, "smooth")
         step, _, _ = self._evaluate(net, dataset, None)
-        is_classifier = getattr(net, "_estimator_type", None) == "classifier" or (
-            hasattr(net, "classes_inferred_")
-        )
-        if is_classifier:
+        if is_classifier(net):
             acc_smooth = float(np.mean(smooth.argmax(1) == y))
             acc_step = float(np.mean(step.argmax(1) == y))
             net.history.record(f"{split}_acc_smooth", acc_smooth)

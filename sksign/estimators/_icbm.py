@@ -5,9 +5,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -17,102 +15,46 @@ from skorch.dataset import unpack_data
 from skorch.utils import to_tensor
 from torch import nn
 
-from sksign.estimators._htaf_net import HTAFNetClassifier
-from sksign.nn.icbm import BACKBONES, ICBMNet, check_n_concepts
-from sksign.nn.modules import ACTIVATIONS, infer_input_shape
+from sksign._compat import InvalidParameterError
+from sksign._docstrings import Substitution
+from sksign.estimators._base import NetBase
+from sksign.estimators._classifier import ClassifierNetMixin
+from sksign.estimators._concepts import (
+    ConceptRecord,
+    check_explain_args,
+    check_report_args,
+    concept_records,
+    concept_table,
+)
+from sksign.estimators._params import DOCS, ICBM_CONSTRAINTS
+from sksign.nn import BACKBONES, ICBMNet, infer_input_shape, temporarily_eval
 
 __all__ = ["ConceptRecord", "ICBMClassifier"]
 
 
-@dataclasses.dataclass
-class ConceptRecord:
-    """What :meth:`ICBMClassifier.explain_concepts` says about one concept.
-
-    Attributes
-    ----------
-    index : int
-        Concept unit j (column j of ``transform(X)``).
-    firing_rate : float
-        Share of all samples on which the concept fires (bit = 1).
-    class_rates : dict
-        Class label -> share of that class's samples on which it fires.
-    activated : list
-        G_act: the labels of the classes with ``class_rate >= threshold``.
-    non_activated : list
-        G_non: the other classes.
-    specificity : float
-        Mean firing rate over G_act minus mean firing rate over G_non, in
-        [0, 1]; 0 when either group is empty. 1 means the concept is a
-        function of the class (fires on every sample of G_act and on none of
-        G_non).
-    status : {"contrastive", "silent", "constant"}
-        "contrastive" when both groups are non-empty; "silent" when no class
-        reaches the threshold (G_act empty); "constant" when every class does
-        (G_non empty). Only contrastive concepts have a class-level meaning.
-    prompt : str
-        Contrastive naming prompt built from the class names.
-    name : str or None
-        The name given by the ``namer``; None without one.
-    """
-
-    index: int
-    firing_rate: float
-    class_rates: dict
-    activated: list
-    non_activated: list
-    specificity: float
-    status: str
-    prompt: str
-    name: str | None = None
-
-    def to_dict(self) -> dict:
-        """The record as a plain dict."""
-        return dataclasses.asdict(self)
-
-
-def _join(names: list[str]) -> str:
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _naming_prompt(j: int, act: list[str], non: list[str], rate: float) -> str:
-    if act and non:
-        return (
-            f"Concept {j} of a classifier fires on most samples of the classes "
-            f"{_join(act)} and on few samples of the classes {_join(non)}. "
-            f"What do {_join(act)} share that {_join(non)} lack? "
-            "Answer with a short name for that property (at most five words)."
-        )
-    where = "every class" if not non else "no class"
-    return (
-        f"Concept {j} of a classifier fires on {rate:.0%} of all samples and on "
-        f"most samples of {where}, so it does not separate the classes "
-        f"({_join(act or non)}). Answer with a short name for what the samples "
-        "it fires on share (at most five words), or 'none'."
-    )
-
-
-class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
+@Substitution(**DOCS)
+class ICBMClassifier(
+    TransformerMixin, ClassifierNetMixin, NetBase, NeuralNetClassifier
+):
     """Implicit concept bottleneck model: backbone, binary concepts, linear head.
 
     The net is ``backbone -> Linear -> concepts -> head``: the concept layer
     of `n_concepts` units is an HTAF in training and the exact step
     ``1[z >= 0]`` at inference (the HTAF paper, ICBM), so every prediction
-    goes through a binary concept vector ``c in {0, 1}^N``, and a linear head
-    reads it. No concept labels are needed: :meth:`explain_concepts` splits
-    the classes into those on which a concept fires and those on which it
-    does not, and builds a contrastive prompt to name it.
+    goes through a binary concept vector ``c in {{0, 1}}^N``, and a linear
+    head reads it. No concept labels are needed: :meth:`explain_concepts`
+    splits the classes into those on which a concept fires and those on
+    which it does not, and builds a contrastive prompt to name it.
 
-    Built on :class:`HTAFNetClassifier` (label encoding, seeding, input
-    validation, skorch machinery).
+    Shares label encoding, seeding, input validation and the skorch machinery
+    with :class:`HTAFNetClassifier` (without sign repulsion).
 
     Parameters
     ----------
-    backbone : {"mlp", "cnn", "identity"} or nn.Module, default="mlp"
+    backbone : {{"mlp", "cnn", "identity"}} or nn.Module, default="mlp"
         Feature extractor ``g``. "mlp": dense layers `hidden_layer_sizes`
         with `backbone_activation`; "cnn": the small CNN of
-        :class:`~sksign.nn.modules.SmallCNN` (images, see `input_shape`);
+        :class:`~sksign.nn.SmallCNN` (images, see `input_shape`);
         "identity": none, for X holding precomputed embeddings of a frozen
         backbone; an ``nn.Module`` instance (for example a pretrained net
         ending in ``nn.Flatten()``) is deep-copied at each fit, so the
@@ -143,40 +85,24 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         (the "cnn" backbone, or a module backbone that takes images).
     conv_channels : tuple of int, default=(16, 32)
         Channels of the conv blocks of the "cnn" backbone.
-    criterion, optimizer, lr, max_epochs, batch_size, train_split
-        As in :class:`HTAFNetClassifier` (Adam, ``lr=1e-3``, 20 epochs,
-        batches of 128, no validation split).
-    relaxation_gap : bool or "auto", default="auto"
-        See :class:`HTAFNetClassifier`.
-    random_state : int, RandomState instance or None, default=None
-        Seeds the initialisation and the batch order.
-    device : str or torch.device, default="cpu"
-        Where the net trains.
-    verbose : int, default=0
-        skorch's progress output when > 0.
-    **kwargs
-        Any other skorch parameter (``callbacks``, ``optimizer__*``, ...).
+    criterion : torch loss class, default=torch.nn.CrossEntropyLoss
+        skorch's criterion; it receives the logits and the encoded labels.
+    {training}
+    {tail}
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         The class labels.
-    module_ : ICBMNet
-        The fitted network (children ``backbone``, ``fc``, ``concepts``,
-        ``head``).
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Column names, when X was a DataFrame with string column names.
-    input_shape_ : tuple of int or None
-        Image shape used by the backbone.
-    history_ : skorch.History
-        Per-epoch losses (and the relaxation gap when recorded).
+    label_encoder_ : LabelEncoder
+        Maps the labels to the net's output columns.
+    {fitted}
 
     See Also
     --------
     HTAFNetClassifier : Nets whose every hidden unit is a bit.
-    sksign.nn.icbm.ICBMNet : The torch module.
+    sksign.nn.ICBMNet : The torch module (children ``backbone``, ``fc``,
+        ``concepts``, ``head``).
 
     Notes
     -----
@@ -196,6 +122,9 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
     >>> clf.transform(X[:2] / 16).shape
     (2, 16)
     """
+
+    _parameter_constraints: ClassVar[dict] = dict(ICBM_CONSTRAINTS)
+    _plain_params = ("backbone",)
 
     def __init__(
         self,
@@ -220,9 +149,9 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         random_state=None,
         device="cpu",
         verbose=0,
+        iterator_train__shuffle=True,
         **kwargs,
     ):
-        kwargs.setdefault("iterator_train__shuffle", True)
         # skorch lists ``module`` among the parameters, so clone passes it
         # back; the net is always built from ``backbone``.
         if kwargs.pop("module", None) is not None:
@@ -230,8 +159,7 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
                 f"{type(self).__name__} builds its own module; pass the feature "
                 "extractor as backbone=... instead of module=..."
             )
-        NeuralNetClassifier.__init__(
-            self,
+        super().__init__(
             None,
             criterion=criterion,
             optimizer=optimizer,
@@ -241,6 +169,7 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
             train_split=train_split,
             device=device,
             verbose=verbose,
+            iterator_train__shuffle=iterator_train__shuffle,
             **kwargs,
         )
         self.backbone = backbone
@@ -257,44 +186,30 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         self.random_state = random_state
 
     # -- parameters and module ---------------------------------------------
-    def __setattr__(self, name, attr):
-        if name == "backbone":
-            # A parameter (a template deep-copied at each fit), not one of
-            # skorch's torch components: skip skorch's registration, which
-            # refuses nn.Module values outside initialize().
-            object.__setattr__(self, name, attr)
-            return
-        super().__setattr__(name, attr)
-
-    def _check_params(self):
-        name = type(self).__name__
+    def _check_param_instances(self):
+        super()._check_param_instances()
         bb = self.backbone
-        if not (isinstance(bb, nn.Module) or (isinstance(bb, str) and bb in BACKBONES)):
-            hint = (
-                " Pass an instance, not the class."
-                if isinstance(bb, type) and issubclass(bb, nn.Module)
-                else ""
+        if isinstance(bb, type) and issubclass(bb, nn.Module):
+            raise InvalidParameterError(
+                f"The 'backbone' parameter of {type(self).__name__} must be one of "
+                f"{BACKBONES} or an nn.Module instance. Got {bb!r} instead. Pass "
+                "an instance, not the class."
             )
-            raise ValueError(
-                f"The 'backbone' parameter of {name} must be one of {BACKBONES} or "
-                f"an nn.Module instance. Got {bb!r} instead.{hint}"
-            )
-        check_n_concepts(self.n_concepts)
-        for pname in ("backbone_activation", "concept_activation"):
-            value = getattr(self, pname)
-            if value not in ACTIVATIONS:
-                raise ValueError(
-                    f"The {pname!r} parameter of {name} must be one of "
-                    f"{ACTIVATIONS}. Got {value!r} instead."
-                )
-        if self.freeze_backbone not in (True, False):
-            raise ValueError(
-                f"The 'freeze_backbone' parameter of {name} must be a bool. Got "
-                f"{self.freeze_backbone!r} instead."
-            )
-        self._check_common_params()
 
     def initialize_module(self):
+        """Build the :class:`~sksign.nn.ICBMNet` for the data (skorch's hook).
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from sksign.estimators import ICBMClassifier
+        >>> net = ICBMClassifier(n_concepts=4, hidden_layer_sizes=(8,))
+        >>> net.initialize_for(3, classes=[0, 1]).module_.fc.out_features
+        4
+        """
         kwargs = self.get_params_for("module")
         n_features = self.n_features_in_
         image_shape = getattr(self, "_image_shape", None)
@@ -328,14 +243,6 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         tags.transformer_tags.preserves_dtype = []
         return tags
 
-    def _check_repulsion_layers(self):
-        # No sign repulsion in ICBM (see train_step_single).
-        return None
-
-    def train_step_single(self, batch, **fit_params):
-        # No sign repulsion in ICBM: skip HTAFNetClassifier's hook machinery.
-        return NeuralNetClassifier.train_step_single(self, batch, **fit_params)
-
     # -- concepts -------------------------------------------------------------
     def transform(self, X):
         """Binary concept matrix: the exact-step concept bits of each sample.
@@ -351,21 +258,24 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
             ``1[z >= 0]`` for the pre-activations z of the concept units
             (the outputs of the step at inference); ``1[z > 0]`` when
             `concept_activation` is not step-like.
+
+        Examples
+        --------
+        >>> from sksign.estimators import ICBMClassifier
+        >>> X, y = [[0.0, 1.0], [1.0, 0.0]] * 4, [0, 1] * 4
+        >>> icbm = ICBMClassifier(n_concepts=3, hidden_layer_sizes=(4,),
+        ...                       max_epochs=2, random_state=0).fit(X, y)
+        >>> icbm.transform(X[:2]).shape, icbm.transform(X).dtype
+        ((2, 3), dtype('uint8'))
         """
-        self._check_fitted()
-        X = self._as_rows(X, reset=False)
+        X = self._rows(X)
         module = self.module_
-        was_training = module.training
         out = []
-        try:
-            module.eval()
+        with temporarily_eval(module), torch.no_grad():
             dataset = self.get_dataset(X)
-            with torch.no_grad():
-                for batch in self.get_iterator(dataset, training=False):
-                    Xi = to_tensor(unpack_data(batch)[0], device=self.device)
-                    out.append(module.concept_bits(Xi).cpu().numpy())
-        finally:
-            module.train(was_training)
+            for batch in self.get_iterator(dataset, training=False):
+                Xi = to_tensor(unpack_data(batch)[0], device=self.device)
+                out.append(module.concept_bits(Xi).cpu().numpy())
         if not out:
             return np.zeros((0, self.n_concepts), dtype=np.uint8)
         return np.concatenate(out).astype(np.uint8)
@@ -381,6 +291,16 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         Returns
         -------
         feature_names_out : ndarray of str objects
+            One name per concept.
+
+        Examples
+        --------
+        >>> from sksign.estimators import ICBMClassifier
+        >>> X, y = [[0.0, 1.0], [1.0, 0.0]] * 4, [0, 1] * 4
+        >>> icbm = ICBMClassifier(n_concepts=2, hidden_layer_sizes=(4,),
+        ...                       max_epochs=2, random_state=0).fit(X, y)
+        >>> icbm.get_feature_names_out().tolist()
+        ['concept0', 'concept1']
         """
         self._check_fitted()
         return np.asarray([f"concept{j}" for j in range(self.n_concepts)], dtype=object)
@@ -414,76 +334,22 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         -------
         records : list of ConceptRecord
             In concept order.
-        """
-        threshold = float(threshold)
-        if not 0.0 < threshold <= 1.0:
-            raise ValueError(f"threshold must lie in (0, 1]; got {threshold!r}.")
-        if namer is not None and not callable(namer):
-            raise TypeError(f"namer must be a callable or None; got {namer!r}.")
-        C = self.transform(X)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1 or len(y) != len(C):
-            raise ValueError(
-                f"y must be 1-D with one label per sample of X ({len(C)}); got "
-                f"shape {y.shape}."
-            )
-        if len(C) == 0:
-            raise ValueError("explain_concepts needs at least one sample.")
-        labels, inverse = np.unique(y, return_inverse=True)
-        names = self._class_names(labels, class_names)
-        counts = np.bincount(inverse, minlength=len(labels)).astype(np.float64)
-        fired = np.zeros((len(labels), C.shape[1]), dtype=np.float64)
-        np.add.at(fired, inverse, C)
-        rates = fired / counts[:, None]
-        overall = C.mean(axis=0, dtype=np.float64)
-        records = []
-        for j in range(C.shape[1]):
-            on = rates[:, j] >= threshold
-            act = [_py(v) for v in labels[on]]
-            non = [_py(v) for v in labels[~on]]
-            if on.any() and (~on).any():
-                spec = float(rates[on, j].mean() - rates[~on, j].mean())
-                status = "contrastive"
-            else:
-                spec, status = 0.0, "constant" if on.all() else "silent"
-            rec = ConceptRecord(
-                index=j,
-                firing_rate=float(overall[j]),
-                class_rates={_py(c): float(r) for c, r in zip(labels, rates[:, j])},
-                activated=act,
-                non_activated=non,
-                specificity=spec,
-                status=status,
-                prompt=_naming_prompt(
-                    j,
-                    [n for n, o in zip(names, on) if o],
-                    [n for n, o in zip(names, on) if not o],
-                    float(overall[j]),
-                ),
-            )
-            if namer is not None:
-                rec.name = str(namer(rec))
-            records.append(rec)
-        return records
 
-    @staticmethod
-    def _class_names(labels, class_names):
-        if class_names is None:
-            return [str(c) for c in labels]
-        if isinstance(class_names, Mapping):
-            missing = [c for c in labels if _py(c) not in class_names]
-            if missing:
-                raise ValueError(f"class_names lacks the labels {missing!r}.")
-            return [str(class_names[_py(c)]) for c in labels]
-        names = [str(n) for n in class_names]
-        if len(names) != len(labels):
-            raise ValueError(
-                f"class_names has {len(names)} names for {len(labels)} classes "
-                f"({list(labels)!r})."
-            )
-        return names
+        Examples
+        --------
+        >>> from sksign.estimators import ICBMClassifier
+        >>> X, y = [[0.0, 1.0], [1.0, 0.0]] * 4, ["cat", "dog"] * 4
+        >>> icbm = ICBMClassifier(n_concepts=3, hidden_layer_sizes=(4,),
+        ...                       max_epochs=2, random_state=0).fit(X, y)
+        >>> records = icbm.explain_concepts(X, y, namer=lambda rec: "a name")
+        >>> len(records), records[0].name
+        (3, 'a name')
+        """
+        check_explain_args(namer, threshold)
+        C = self.transform(X)
+        return concept_records(
+            C, y, namer, class_names=class_names, threshold=threshold
+        )
 
     def concept_report(
         self,
@@ -513,63 +379,21 @@ class ICBMClassifier(TransformerMixin, HTAFNetClassifier):
         Returns
         -------
         report : str or pandas.DataFrame
+            One row per concept.
+
+        Examples
+        --------
+        >>> from sksign.estimators import ICBMClassifier
+        >>> X, y = [[0.0, 1.0], [1.0, 0.0]] * 4, [0, 1] * 4
+        >>> icbm = ICBMClassifier(n_concepts=3, hidden_layer_sizes=(4,),
+        ...                       max_epochs=2, random_state=0).fit(X, y)
+        >>> icbm.concept_report(X, y, as_frame=True).shape
+        (3, 7)
         """
-        if sort_by not in ("specificity", "index", "firing_rate"):
-            raise ValueError(
-                "sort_by must be 'specificity', 'index' or 'firing_rate'; got "
-                f"{sort_by!r}."
-            )
-        if max_concepts is not None and (
-            not isinstance(max_concepts, Integral) or max_concepts < 1
-        ):
-            raise ValueError(f"max_concepts must be an int >= 1; got {max_concepts!r}.")
+        check_report_args(sort_by, max_concepts)
         records = self.explain_concepts(
             X, y, namer, class_names=class_names, threshold=threshold
         )
-        if sort_by != "index":
-            records = sorted(records, key=lambda r: -getattr(r, sort_by))
-        records = records[:max_concepts]
-        rows = [
-            {
-                "concept": r.index,
-                "firing_rate": round(r.firing_rate, 3),
-                "specificity": round(r.specificity, 3),
-                "status": r.status,
-                "activated": " ".join(map(str, r.activated)),
-                "non_activated": " ".join(map(str, r.non_activated)),
-                "name": "" if r.name is None else r.name,
-            }
-            for r in records
-        ]
-        if as_frame:
-            import pandas as pd
-
-            return pd.DataFrame(rows, columns=list(_REPORT_COLUMNS))
-        return _format_table(rows)
-
-
-_REPORT_COLUMNS = (
-    "concept",
-    "firing_rate",
-    "specificity",
-    "status",
-    "activated",
-    "non_activated",
-    "name",
-)
-
-
-def _py(value):
-    """numpy scalar -> Python scalar (readable records, hashable keys)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _format_table(rows: list[dict], columns: tuple = _REPORT_COLUMNS) -> str:
-    header = [str(c) for c in columns]
-    body = [[str(r[c]) for c in columns] for r in rows]
-    widths = [max([len(h)] + [len(b[i]) for b in body]) for i, h in enumerate(header)]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
-    sep = "  ".join("-" * w for w in widths)
-    out = [line.rstrip(), sep]
-    out += ["  ".join(v.ljust(w) for v, w in zip(b, widths)).rstrip() for b in body]
-    return "\n".join(out)
+        return concept_table(
+            records, sort_by=sort_by, max_concepts=max_concepts, as_frame=as_frame
+        )

@@ -3,31 +3,38 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-import importlib
+from __future__ import annotations
+
 from numbers import Integral, Real
+from typing import ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.neighbors._base import _get_weights
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import gen_batches
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from sksign._compat import Interval, StrOptions, _fit_context, _get_weights
 from sksign._utils import (
     is_batch_iterator,
     reject_batch_iterator,
     restore_state_on_error,
     stream_batches,
 )
-from sksign.metrics.pairwise import (
-    _as_words,
-    _auto_batch_size,
-    _bits_of,
-    _check_n_bits,
-    _knn_words,
-    _n_threads,
-    _pairwise_words,
+from sksign.estimators._sign_knn_faiss import (
+    build_faiss_index,
+    deserialize_faiss_index,
+    faiss_search,
+    serialize_faiss_index,
+)
+from sksign.kernels import (
+    as_bits,
+    auto_batch_size,
+    check_n_bits,
+    effective_n_threads,
+    packed_to_words,
+    words_hamming_distances,
+    words_kneighbors,
 )
 
 __all__ = ["SignKNNClassifier"]
@@ -35,17 +42,6 @@ __all__ = ["SignKNNClassifier"]
 
 # the methods that take an iterator of row batches
 _STREAMING = "predict and predict_proba"
-
-
-def _import_faiss():
-    try:
-        return importlib.import_module("faiss")
-    except ImportError as exc:
-        raise ImportError(
-            "algorithm='faiss' needs the faiss package, which is not installed. "
-            "Install it with `pip install sksign[faiss]` (or `pip install "
-            "faiss-cpu`), or use algorithm='popcount'."
-        ) from exc
 
 
 class SignKNNClassifier(ClassifierMixin, BaseEstimator):
@@ -73,7 +69,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         If False, `X` holds one value per bit (0/1, +-1 or bool; the bit is
         ``x > 0``). If True, `X` holds packed codes of dtype uint8, 8 bits per
         byte, most significant bit first (see
-        :func:`sksign.metrics.pairwise.pack_bits`).
+        :func:`sksign.kernels.pack_bits`).
 
     n_bits : int, default=None
         With ``packed=True``, the number of bits per row (padding bits past it
@@ -122,7 +118,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
     --------
     sklearn.neighbors.KNeighborsClassifier : The same vote with
         ``metric="hamming"``, on a float per bit.
-    sksign.metrics.pairwise.packed_kneighbors : The search on packed codes.
+    sksign.kernels.packed_kneighbors : The search on packed codes.
 
     Notes
     -----
@@ -154,7 +150,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
     (array([[0.25, 0.5 ]]), array([[0, 1]]))
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "weights": [StrOptions({"uniform", "distance"})],
         "packed": ["boolean"],
@@ -211,8 +207,8 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
                     "With packed=True, X must hold bit-packed codes of dtype uint8 "
                     f"(see sksign.metrics.pairwise.pack_bits); got dtype {X.dtype}."
                 )
-            return _as_words(X, n_bits)
-        return _as_words(np.packbits(_bits_of(X, "X"), axis=1), n_bits)
+            return packed_to_words(X, n_bits)
+        return packed_to_words(np.packbits(as_bits(X, "X"), axis=1), n_bits)
 
     def _encode_all(self, X, n_bits):
         """Words of all rows of `X`, converted batch by batch."""
@@ -223,48 +219,24 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
 
     def _batches(self, X):
         row_bytes = X.shape[1] * X.dtype.itemsize
-        return gen_batches(X.shape[0], _auto_batch_size(self.batch_size, row_bytes))
-
-    def _build_faiss_index(self, words):
-        faiss = _import_faiss()
-        codes = words.view(np.uint8)
-        dim = 8 * codes.shape[1]
-        if self.approximate:
-            index = faiss.IndexBinaryHNSW(dim, 32)
-            index.hnsw.efConstruction = 80
-            index.hnsw.efSearch = 128
-        else:
-            index = faiss.IndexBinaryFlat(dim)
-        index.add(np.ascontiguousarray(codes))
-        return index
+        return gen_batches(X.shape[0], auto_batch_size(self.batch_size, row_bytes))
 
     def _search(self, words, n_neighbors):
         """(counts, indices) of the nearest training codes of query words."""
-        n_threads = _n_threads(self.n_jobs)
         if self._faiss_index is None:
-            return _knn_words(words, self._fit_words, n_neighbors, n_threads)
-        faiss = _import_faiss()
-        index = self._faiss_index
-        old = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(n_threads)
-        hnsw = getattr(index, "hnsw", None)
-        if hnsw is not None:  # the candidate list must hold at least k codes
-            old_ef = hnsw.efSearch
-            hnsw.efSearch = max(old_ef, n_neighbors)
-        try:
-            dist, ind = index.search(words.view(np.uint8), n_neighbors)
-        finally:
-            faiss.omp_set_num_threads(old)
-            if hnsw is not None:
-                hnsw.efSearch = old_ef
-        dist, ind = dist.astype(np.int64), ind.astype(np.int64)
+            return words_kneighbors(
+                words, self._fit_words, n_neighbors, n_jobs=self.n_jobs
+            )
+        dist, ind = faiss_search(
+            self._faiss_index, words, n_neighbors, effective_n_threads(self.n_jobs)
+        )
         # HNSW pads a query's list with index -1 when its graph walk finds
         # fewer than k codes (k near n_samples_fit_, many duplicate codes);
         # such queries get the exact answer instead.
         short = np.flatnonzero((ind < 0).any(axis=1))
         if short.size:
-            dist[short], ind[short] = _knn_words(
-                words[short], self._fit_words, n_neighbors, n_threads
+            dist[short], ind[short] = words_kneighbors(
+                words[short], self._fit_words, n_neighbors, n_jobs=self.n_jobs
             )
         return dist, ind
 
@@ -313,7 +285,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             X, y = validate_data(self, X, y, dtype=None if self.packed else "numeric")
             check_classification_targets(y)
             if self.packed:
-                n_bits = _check_n_bits(self.n_bits, X.shape[1])
+                n_bits = check_n_bits(self.n_bits, X.shape[1])
             else:
                 if self.n_bits is not None and self.n_bits != X.shape[1]:
                     raise ValueError(
@@ -329,7 +301,9 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
                 )
             use_faiss = self.algorithm == "faiss" or self.approximate
             words = self._encode_all(X, n_bits)
-            faiss_index = self._build_faiss_index(words) if use_faiss else None
+            faiss_index = (
+                build_faiss_index(words, self.approximate) if use_faiss else None
+            )
             classes, y_encoded = np.unique(y, return_inverse=True)
         self.classes_ = classes
         self.n_bits_ = n_bits
@@ -386,7 +360,7 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
     def _search_train(self, n_neighbors):
         """Neighbours of every training code, each without itself."""
         n = self.n_samples_fit_
-        step = _auto_batch_size(self.batch_size, 8 * self._fit_words.shape[1])
+        step = auto_batch_size(self.batch_size, 8 * self._fit_words.shape[1])
         dist = np.empty((n, n_neighbors), dtype=np.int64)
         ind = np.empty((n, n_neighbors), dtype=np.int64)
         for rows in gen_batches(n, step):
@@ -447,9 +421,8 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         if not query_is_train:
             X = self._validate_X(X, reset=False)
         n_queries = self.n_samples_fit_ if query_is_train else X.shape[0]
-        n_threads = _n_threads(self.n_jobs)
         # Bounded memory: a batch holds at most 4M distances (~48 MiB).
-        step = _auto_batch_size(self.batch_size, 0)
+        step = auto_batch_size(self.batch_size, 0)
         step = max(1, min(step, (1 << 22) // self.n_samples_fit_))
         all_dist = np.empty(n_queries, dtype=object)
         all_ind = np.empty(n_queries, dtype=object)
@@ -459,7 +432,9 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
             else:
                 words = self._encode(X[rows], self.n_bits_)
             counts = np.empty((words.shape[0], self.n_samples_fit_), dtype=np.int32)
-            _pairwise_words(words, self._fit_words, counts, n_threads)
+            words_hamming_distances(
+                words, self._fit_words, out=counts, n_jobs=self.n_jobs
+            )
             dist = counts / self.n_bits_
             for r, q in enumerate(range(rows.start, rows.stop)):
                 (ind,) = np.nonzero(dist[r] <= radius)
@@ -574,13 +549,11 @@ class SignKNNClassifier(ClassifierMixin, BaseEstimator):
         state = dict(super().__getstate__())
         index = state.get("_faiss_index")
         if index is not None:
-            faiss = _import_faiss()
-            state["_faiss_index"] = faiss.serialize_index_binary(index)
+            state["_faiss_index"] = serialize_faiss_index(index)
         return state
 
     def __setstate__(self, state):
         index = state.get("_faiss_index")
         if index is not None:
-            faiss = _import_faiss()
-            state = {**state, "_faiss_index": faiss.deserialize_index_binary(index)}
+            state = {**state, "_faiss_index": deserialize_faiss_index(index)}
         super().__setstate__(state)

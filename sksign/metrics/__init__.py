@@ -3,13 +3,16 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sksign.metrics._geometry import loo_purity, sign_gap
-from sksign.metrics._scorers import (
+from sksign.inspection import loo_purity, sign_gap
+from sksign.metrics._gate_dominance import (
     GateDominanceReport,
     gate_dominance,
+    gate_dominance_from_activations,
     gate_dominance_report,
-    intervention_score,
     make_gate_dominance_scorer,
+)
+from sksign.metrics._interventions import (
+    intervention_score,
     make_intervention_scorer,
 )
 from sksign.metrics.pairwise import (
@@ -22,6 +25,7 @@ from sksign.metrics.pairwise import (
 __all__ = [
     "GateDominanceReport",
     "gate_dominance",
+    "gate_dominance_from_activations",
     "gate_dominance_report",
     "intervention_score",
     "loo_purity",

@@ -1,6 +1,6 @@
 """Quadrant majority of conv pre-activations in one pass (numba, CPU).
 
-``quadrant_majority(z)`` equals ``_quadrant_pool(z > 0)`` of
+``quadrant_majority(z)`` equals ``pool_signs(z > 0)[0]`` of
 :mod:`sksign.nn.hooks` (the majority sign per channel and 2x2 quadrant, ties
 to +1, the middle row or column of an odd size in both halves), but reads the
 float map once and writes only the bits: no (N, C, H, W) bool map, no

@@ -3,6 +3,10 @@
 HTAF(x | a0, a1) = sigmoid(a1 * tanh(a0 * x)) (the HTAF paper). Nets train
 with HTAF in the forward and backward pass and swap it for the exact step
 H(x) = 1[x >= 0] at inference, so hidden units are single bits.
+
+:func:`make_activation` builds any activation of the estimators by name
+(:data:`ACTIVATIONS`); every network builder of :mod:`sksign.nn` takes its
+activations from it.
 """
 
 # Authors: The sksign developers
@@ -19,8 +23,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from sksign.nn._validation import check_option, check_positive
+
 __all__ = [
+    "ACTIVATIONS",
     "HTAF",
+    "STEP_ACTIVATIONS",
     "STEHeaviside",
     "ScaledSigmoid",
     "StepActivation",
@@ -30,28 +38,26 @@ __all__ = [
     "htaf_alpha0_min",
     "htaf_grid",
     "htaf_product_limit",
+    "make_activation",
 ]
+
+#: Activation names accepted by :func:`make_activation` and the estimators.
+ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid", "relu", "silu", "gelu", "tanh")
+#: Step-like activations: exact Heaviside step at inference.
+STEP_ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid")
 
 _MODES = ("auto", "smooth", "hard")
 
 
-def _check_positive(name: str, value, owner: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(
-            f"The {name!r} parameter of {owner} must be a positive real number. "
-            f"Got {value!r} instead."
-        )
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"The {name!r} parameter of {owner} must be a positive real number. "
-            f"Got {value!r} instead."
-        )
-    return value
-
-
 def heaviside(x: torch.Tensor) -> torch.Tensor:
-    """Exact Heaviside step ``1[x >= 0]`` in the dtype of `x` (no gradient)."""
+    """Exact Heaviside step ``1[x >= 0]`` in the dtype of `x` (no gradient).
+
+    Examples
+    --------
+    >>> import torch
+    >>> heaviside(torch.tensor([-1.0, 0.0, 2.0]))
+    tensor([0., 1., 1.])
+    """
     return (x >= 0).to(x.dtype)
 
 
@@ -125,6 +131,13 @@ def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Te
     -------
     torch.Tensor
         Same shape and dtype as `x`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> y = htaf(torch.tensor([-1.0, 0.0, 1.0]))
+    >>> [round(v, 4) for v in y.tolist()]
+    [0.0, 0.5, 1.0]
     """
     return _HTAFFunction.apply(x, float(alpha0), float(alpha1))
 
@@ -137,16 +150,21 @@ class StepActivation(nn.Module):
     mode : {"auto", "smooth", "hard"}, default="auto"
         "auto" is the smooth (training) function in ``train()`` and the exact
         step ``1[x >= 0]`` in ``eval()``; "smooth" and "hard" force one.
+
+    Examples
+    --------
+    >>> import torch
+    >>> class Clip(StepActivation):
+    ...     def smooth(self, x):
+    ...         return x.clamp(0, 1)
+    >>> act = Clip()
+    >>> act(torch.tensor([-0.5, 0.5])), act.eval()(torch.tensor([-0.5, 0.5]))
+    (tensor([0.0000, 0.5000]), tensor([0., 1.]))
     """
 
     def __init__(self, mode: str = "auto") -> None:
         super().__init__()
-        if mode not in _MODES:
-            raise ValueError(
-                f"The 'mode' parameter of {type(self).__name__} must be one of "
-                f"{_MODES}. Got {mode!r} instead."
-            )
-        self.mode = mode
+        self.mode = check_option("mode", mode, _MODES, type(self).__name__)
 
     @property
     def is_hard(self) -> bool:
@@ -189,8 +207,8 @@ class HTAF(StepActivation):
 
     def __init__(self, alpha0: float = 2.0, alpha1: float = 11.0, mode: str = "auto"):
         super().__init__(mode)
-        self.alpha0 = _check_positive("alpha0", alpha0, "HTAF")
-        self.alpha1 = _check_positive("alpha1", alpha1, "HTAF")
+        self.alpha0 = check_positive("alpha0", alpha0, "HTAF")
+        self.alpha1 = check_positive("alpha1", alpha1, "HTAF")
 
     def smooth(self, x: torch.Tensor) -> torch.Tensor:
         return htaf(x, self.alpha0, self.alpha1)
@@ -230,17 +248,23 @@ class STEHeaviside(StepActivation):
     mode : {"auto", "smooth", "hard"}, default="auto"
         "smooth" is the straight-through step (same forward, surrogate
         gradient); "hard" has no gradient.
+
+    Examples
+    --------
+    >>> import torch
+    >>> x = torch.tensor([-0.5, 2.0], requires_grad=True)
+    >>> y = STEHeaviside()(x)
+    >>> y.sum().backward()
+    >>> y.detach(), x.grad
+    (tensor([0., 1.]), tensor([1., 0.]))
     """
 
     def __init__(self, surrogate: str = "clip", k: float = 4.0, mode: str = "auto"):
         super().__init__(mode)
-        if surrogate not in ("clip", "sigmoid"):
-            raise ValueError(
-                "The 'surrogate' parameter of STEHeaviside must be one of "
-                f"('clip', 'sigmoid'). Got {surrogate!r} instead."
-            )
-        self.surrogate = surrogate
-        self.k = _check_positive("k", k, "STEHeaviside")
+        self.surrogate = check_option(
+            "surrogate", surrogate, ("clip", "sigmoid"), "STEHeaviside"
+        )
+        self.k = check_positive("k", k, "STEHeaviside")
 
     def smooth(self, x: torch.Tensor) -> torch.Tensor:
         return _STEFunction.apply(x, self.surrogate, self.k)
@@ -261,11 +285,18 @@ class ScaledSigmoid(StepActivation):
         Slope factor.
     mode : {"auto", "smooth", "hard"}, default="auto"
         See :class:`StepActivation`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> act = ScaledSigmoid(k=22.0)
+    >>> act(torch.tensor([0.0])), act.eval()(torch.tensor([-0.1, 0.1]))
+    (tensor([0.5000]), tensor([0., 1.]))
     """
 
     def __init__(self, k: float = 22.0, mode: str = "auto"):
         super().__init__(mode)
-        self.k = _check_positive("k", k, "ScaledSigmoid")
+        self.k = check_positive("k", k, "ScaledSigmoid")
 
     def smooth(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.k * x)
@@ -279,9 +310,18 @@ def force_step_mode(module: nn.Module, mode: str) -> Iterator[nn.Module]:
     """Temporarily set the ``mode`` of every :class:`StepActivation` in `module`.
 
     The previous modes are restored on exit, also after an exception.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(2, 2), HTAF())
+    >>> with force_step_mode(net, "hard"):
+    ...     net[1].mode
+    'hard'
+    >>> net[1].mode
+    'auto'
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}; got {mode!r}.")
+    check_option("mode", mode, _MODES, "force_step_mode")
     acts = [m for m in module.modules() if isinstance(m, StepActivation)]
     saved = [m.mode for m in acts]
     try:
@@ -294,6 +334,8 @@ def force_step_mode(module: nn.Module, mode: str) -> Iterator[nn.Module]:
 
 
 def _check_eps(eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, Real):
+        raise TypeError(f"eps must be a real number in (0, 1/2); got {eps!r}.")
     eps = float(eps)
     if not 0.0 < eps < 0.5:
         raise ValueError(f"eps must lie in (0, 1/2); got {eps!r}.")
@@ -304,6 +346,11 @@ def htaf_product_limit(eps: float = 0.1) -> float:
     """Limit of ``alpha1 * alpha0_min(alpha1)`` as ``alpha1 -> inf`` (Theorem 3.2).
 
     Equals ``(1 / eps) * log((1 - eps) / eps)``: about 21.97 for ``eps = 0.1``.
+
+    Examples
+    --------
+    >>> round(htaf_product_limit(0.1), 2)
+    21.97
     """
     eps = _check_eps(eps)
     return math.log((1.0 - eps) / eps) / eps
@@ -326,6 +373,11 @@ def htaf_alpha0_min(eps: float, alpha1):
     Returns
     -------
     float or ndarray
+
+    Examples
+    --------
+    >>> round(htaf_alpha0_min(0.1, 11.0), 3)
+    2.025
     """
     eps = _check_eps(eps)
     L = math.log((1.0 - eps) / eps)
@@ -352,8 +404,47 @@ def htaf_grid(
     >>> htaf_grid(22.0, alpha0=(1.0, 2.0))
     [{'alpha0': [1.0], 'alpha1': [22.0]}, {'alpha0': [2.0], 'alpha1': [11.0]}]
     """
-    product = _check_positive("product", product, "htaf_grid")
+    product = check_positive("product", product, "htaf_grid")
     return [
         {"alpha0": [float(a0)], "alpha1": [product / float(a0)]}
-        for a0 in (_check_positive("alpha0", a, "htaf_grid") for a in alpha0)
+        for a0 in (check_positive("alpha0", a, "htaf_grid") for a in alpha0)
     ]
+
+
+def make_activation(name: str, alpha0: float = 2.0, alpha1: float = 11.0) -> nn.Module:
+    """Build the activation module called `name` (one of :data:`ACTIVATIONS`).
+
+    "scaled_sigmoid" uses ``k = alpha0 * alpha1`` (the same slope at 0 as the
+    HTAF with those parameters); "ste" uses the clipped-identity surrogate.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`ACTIVATIONS`.
+    alpha0, alpha1 : float, default=2.0, 11.0
+        HTAF parameters.
+
+    Returns
+    -------
+    nn.Module
+
+    Examples
+    --------
+    >>> make_activation("htaf", 1.0, 22.0)
+    HTAF(alpha0=1, alpha1=22, mode='auto')
+    >>> make_activation("scaled_sigmoid", 2.0, 11.0)
+    ScaledSigmoid(k=22, mode='auto')
+    """
+    if name == "htaf":
+        return HTAF(alpha0, alpha1)
+    if name == "ste":
+        return STEHeaviside()
+    if name == "scaled_sigmoid":
+        return ScaledSigmoid(k=float(alpha0) * float(alpha1))
+    plain = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "tanh": nn.Tanh}
+    if name in plain:
+        return plain[name]()
+    raise ValueError(
+        f"The 'activation' parameter must be one of {ACTIVATIONS}. "
+        f"Got {name!r} instead."
+    )

@@ -32,20 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sksign.nn.activations import StepActivation
-from sksign.nn.modules import STEP_ACTIVATIONS, _check_sizes, make_activation
+from sksign.nn._validation import check_option, check_sizes, check_step_activation
+from sksign.nn.activations import STEP_ACTIVATIONS, StepActivation, make_activation
 
 __all__ = ["BinaryLinear", "BinaryMLP", "binary_sign"]
 
 _WEIGHT_GRADS = ("scaled", "ste")
-
-
-def _check_step_activation(activation: str, architecture: str) -> None:
-    if activation not in STEP_ACTIVATIONS:
-        raise ValueError(
-            f"architecture={architecture!r} needs a step-like activation, one of "
-            f"{STEP_ACTIVATIONS}. Got activation={activation!r} instead."
-        )
 
 
 class _SignSTE(torch.autograd.Function):
@@ -66,6 +58,25 @@ def binary_sign(w: torch.Tensor) -> torch.Tensor:
     """Sign with ``sign(0) = +1`` and a straight-through (clipped) gradient.
 
     Forward ``+1 if w >= 0 else -1``; backward ``grad * 1[|w| <= 1]``.
+
+    Parameters
+    ----------
+    w : torch.Tensor
+        Latent real weights.
+
+    Returns
+    -------
+    torch.Tensor
+        ``+1`` or ``-1`` per entry, in the dtype of `w`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> w = torch.tensor([-2.0, -0.5, 0.0, 0.5], requires_grad=True)
+    >>> s = binary_sign(w)
+    >>> s.sum().backward()
+    >>> s.detach(), w.grad
+    (tensor([-1., -1.,  1.,  1.]), tensor([0., 1., 1., 1.]))
     """
     return _SignSTE.apply(w)
 
@@ -93,6 +104,16 @@ class BinaryLinear(nn.Linear):
     binary : bool, default=True
         False keeps real weights (to isolate the effect of binary
         activations).
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = BinaryLinear(4, 2)
+    >>> w = layer.binary_weight()
+    >>> w.shape, bool((w.abs() == w.abs()[:, :1]).all())
+    (torch.Size([2, 4]), True)
+    >>> layer(torch.ones(3, 4)).shape
+    torch.Size([3, 2])
     """
 
     def __init__(
@@ -104,12 +125,9 @@ class BinaryLinear(nn.Linear):
         binary: bool = True,
     ) -> None:
         super().__init__(in_features, out_features, bias=bias)
-        if weight_grad not in _WEIGHT_GRADS:
-            raise ValueError(
-                f"The 'weight_grad' parameter of BinaryLinear must be one of "
-                f"{_WEIGHT_GRADS}. Got {weight_grad!r} instead."
-            )
-        self.weight_grad = weight_grad
+        self.weight_grad = check_option(
+            "weight_grad", weight_grad, _WEIGHT_GRADS, "BinaryLinear"
+        )
         self.binary = bool(binary)
 
     def binary_weight(self) -> torch.Tensor:
@@ -158,7 +176,7 @@ class BinaryMLP(nn.Module):
         The binary activation: smooth (or straight-through) in training,
         the exact step at inference.
     alpha0, alpha1 : float, default=2.0, 11.0
-        HTAF parameters (see :func:`~sksign.nn.modules.make_activation`).
+        HTAF parameters (see :func:`~sksign.nn.activations.make_activation`).
     batch_norm : bool, default=True
         BatchNorm after each binary linear layer (and after the stem), as in
         Bi-Real Net.
@@ -166,6 +184,15 @@ class BinaryMLP(nn.Module):
         Binary weights in the blocks; False keeps them real.
     weight_grad : {"scaled", "ste"}, default="scaled"
         See :class:`BinaryLinear`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = BinaryMLP(6, 3, hidden_layer_sizes=(8, 8))
+    >>> net.eval()(torch.randn(4, 6)).shape
+    torch.Size([4, 3])
+    >>> len(net.binary_activations())
+    2
     """
 
     def __init__(
@@ -181,8 +208,8 @@ class BinaryMLP(nn.Module):
         weight_grad: str = "scaled",
     ) -> None:
         super().__init__()
-        _check_step_activation(activation, "bnn")
-        sizes = _check_sizes("hidden_layer_sizes", hidden_layer_sizes)
+        check_step_activation(activation, "bnn", STEP_ACTIVATIONS)
+        sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
         if not sizes:
             raise ValueError(
                 "architecture='bnn' needs at least one hidden layer; got "

@@ -21,38 +21,26 @@ import copy
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
-from numbers import Integral
 
 import torch
 from torch import nn
 
-from sksign.nn.activations import StepActivation
-from sksign.nn.modules import (
-    ACTIVATIONS,
-    SmallCNN,
-    _check_sizes,
-    _dense_stack,
-    make_activation,
-)
+from sksign.nn._validation import check_n_concepts, check_sizes
+from sksign.nn.activations import ACTIVATIONS, StepActivation, make_activation
+from sksign.nn.hooks import temporarily_eval
+from sksign.nn.modules import SmallCNN, dense_stack
 
-__all__ = ["BACKBONES", "ICBMNet", "build_backbone"]
+# check_n_concepts keeps its old path (sksign.nn.icbm.check_n_concepts)
+__all__ = [
+    "BACKBONES",
+    "ICBMNet",
+    "backbone_output_width",
+    "build_backbone",
+    "check_n_concepts",
+]
 
 #: Built-in backbone names accepted by :class:`ICBMNet`.
 BACKBONES = ("mlp", "cnn", "identity")
-
-
-def check_n_concepts(n_concepts) -> int:
-    """Validate ``n_concepts`` (an int >= 1) and return it as an int."""
-    if (
-        isinstance(n_concepts, bool)
-        or not isinstance(n_concepts, Integral)
-        or n_concepts < 1
-    ):
-        raise ValueError(
-            "The 'n_concepts' parameter must be an int >= 1. Got "
-            f"{n_concepts!r} instead."
-        )
-    return int(n_concepts)
 
 
 def build_backbone(
@@ -72,6 +60,12 @@ def build_backbone(
     the readout; "cnn": :class:`~sksign.nn.modules.SmallCNN` without the
     readout (needs `input_shape`); "identity": no layers; an ``nn.Module``
     instance is deep-copied (the caller's module is never trained).
+
+    Examples
+    --------
+    >>> g = build_backbone("mlp", 10, hidden_layer_sizes=(8, 4))
+    >>> [name for name, _ in g.named_children()]
+    ['fc0', 'act0', 'fc1', 'act1']
     """
     if isinstance(backbone, nn.Module):
         return copy.deepcopy(backbone)
@@ -84,8 +78,8 @@ def build_backbone(
         return nn.Identity()
     if isinstance(backbone, str) and backbone == "mlp":
         layers: OrderedDict = OrderedDict()
-        sizes = _check_sizes("hidden_layer_sizes", hidden_layer_sizes)
-        _dense_stack(layers, n_features, sizes, activation, alpha0, alpha1)
+        sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
+        dense_stack(layers, n_features, sizes, activation, alpha0, alpha1)
         return nn.Sequential(layers) if layers else nn.Identity()
     if isinstance(backbone, str) and backbone == "cnn":
         if input_shape is None:
@@ -114,17 +108,22 @@ def backbone_output_width(
     """Width of the backbone's output, found by a forward pass on zeros.
 
     Raises a ValueError when the backbone cannot take the input or does not
-    return a ``(batch, features)`` tensor.
+    return a ``(batch, features)`` tensor. The backbone runs in ``eval()``
+    mode; every submodule's mode is restored after.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> backbone_output_width(nn.Sequential(nn.Linear(10, 6), nn.ReLU()), 10)
+    6
     """
     shape = (2, *input_shape) if input_shape is not None else (2, n_features)
     param = next(backbone.parameters(), None)
     kw = {"dtype": torch.float32}
     if param is not None:
         kw["device"] = param.device
-    was_training = backbone.training
     try:
-        backbone.eval()
-        with torch.no_grad():
+        with temporarily_eval(backbone), torch.no_grad():
             out = backbone(torch.zeros(shape, **kw))
     except (RuntimeError, ValueError, TypeError, IndexError) as exc:
         raise ValueError(
@@ -132,8 +131,6 @@ def backbone_output_width(
             f"(per sample): {exc}. Its first layer must take {n_features} "
             "features (or the images X was given as)."
         ) from exc
-    finally:
-        backbone.train(was_training)
     if not isinstance(out, torch.Tensor) or out.dim() != 2:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out)
         raise ValueError(
@@ -181,6 +178,13 @@ class ICBMNet(nn.Module):
     freeze_backbone : bool, default=False
         Freeze the backbone's parameters and keep it in eval mode (batch
         norm statistics included) while training.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = ICBMNet("mlp", 10, 8, 3, hidden_layer_sizes=(16,)).eval()
+    >>> net(torch.randn(4, 10)).shape, net.concept_bits(torch.randn(4, 10)).shape
+    (torch.Size([4, 3]), torch.Size([4, 8]))
     """
 
     def __init__(
@@ -203,7 +207,7 @@ class ICBMNet(nn.Module):
         n_concepts = check_n_concepts(n_concepts)
         custom = isinstance(backbone, nn.Module)
         if input_shape is not None:
-            input_shape = _check_sizes("input_shape", input_shape)
+            input_shape = check_sizes("input_shape", input_shape)
             if math.prod(input_shape) != n_features:
                 raise ValueError(
                     f"input_shape {input_shape} does not hold {n_features} features."

@@ -36,14 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from numbers import Real
 
 import torch
 from torch import nn
-from torch.utils.hooks import RemovableHandle
 
+from sksign.nn._validation import check_fraction, check_option
 from sksign.nn.activations import StepActivation
-from sksign.nn.hooks import _call_key, activation_kind, resolve_layers
+from sksign.nn.hooks import activation_kind, call_key, forward_hooks, resolve_layers
 
 __all__ = [
     "FLIPS",
@@ -60,28 +59,6 @@ NOISES = ("standard", "matched")
 
 # Mean of |N(0, 1)|.
 _HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
-
-
-def _check_alpha(alpha, owner: str) -> float:
-    if (
-        isinstance(alpha, bool)
-        or not isinstance(alpha, Real)
-        or not (0.0 <= float(alpha) <= 1.0)
-    ):
-        raise ValueError(
-            f"The 'alpha' parameter of {owner} must be a float in the range "
-            f"[0.0, 1.0]. Got {alpha!r} instead."
-        )
-    return float(alpha)
-
-
-def _check_option(name: str, value, options: tuple[str, ...], owner: str) -> str:
-    if not isinstance(value, str) or value not in options:
-        raise ValueError(
-            f"The {name!r} parameter of {owner} must be a str among "
-            f"{set(options)}. Got {value!r} instead."
-        )
-    return value
 
 
 def _layer_dict(module: nn.Module, layers) -> dict[str, nn.Module]:
@@ -133,12 +110,6 @@ def _mask(shape, alpha: float, generator: torch.Generator, device):
     return _uniform(shape, generator, device) < alpha
 
 
-def _remove(handles: list[RemovableHandle]) -> None:
-    for handle in handles:
-        handle.remove()
-    handles.clear()
-
-
 @contextmanager
 def sign_flip(
     module: nn.Module,
@@ -171,12 +142,22 @@ def sign_flip(
     ------
     layers : dict of str to nn.Module
         The hooked activation modules.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    >>> x = torch.randn(5, 3)
+    >>> with sign_flip(net, alpha=1.0) as hooked, torch.no_grad():
+    ...     flipped = net[1](net[0](x))
+    >>> list(hooked), torch.equal(flipped, -torch.tanh(net[0](x)))
+    (['1'], True)
     """
-    alpha = _check_alpha(alpha, "sign_flip")
-    flip = _check_option("flip", flip, FLIPS, "sign_flip")
+    alpha = check_fraction("alpha", alpha, "sign_flip")
+    flip = check_option("flip", flip, FLIPS, "sign_flip")
     named = _layer_dict(module, layers)
     gen = generator if generator is not None else _default_generator()
-    handles: list[RemovableHandle] = []
 
     def _make_hooks(act: nn.Module):
         saved: list[torch.Tensor] = []
@@ -197,14 +178,12 @@ def sign_flip(
 
         return _pre_hook, _forward_hook
 
-    try:
-        for act in named.values():
-            pre, post = _make_hooks(act)
-            handles.append(act.register_forward_pre_hook(pre))
-            handles.append(act.register_forward_hook(post))
+    hooks = [(act, _make_hooks(act)) for act in named.values()]
+    with forward_hooks(
+        pre=[(act, fn) for act, (fn, _) in hooks],
+        post=[(act, fn) for act, (_, fn) in hooks],
+    ):
         yield named
-    finally:
-        _remove(handles)
 
 
 @contextmanager
@@ -251,9 +230,23 @@ def magnitude_randomization(
     ------
     layers : dict of str to nn.Module
         The hooked activation modules.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    >>> x = torch.randn(5, 3)
+    >>> gen = torch.Generator().manual_seed(0)
+    >>> with torch.no_grad():
+    ...     clean = net(x)
+    ...     with magnitude_randomization(net, alpha=0.0, generator=gen):
+    ...         same = net(x)
+    >>> torch.allclose(clean, same)
+    True
     """
-    alpha = _check_alpha(alpha, "magnitude_randomization")
-    noise = _check_option("noise", noise, NOISES, "magnitude_randomization")
+    alpha = check_fraction("alpha", alpha, "magnitude_randomization")
+    noise = check_option("noise", noise, NOISES, "magnitude_randomization")
     named = _layer_dict(module, layers)
     if noise == "matched":
         missing = [name for name in named if mu is None or name not in mu]
@@ -295,7 +288,7 @@ def magnitude_randomization(
 
     def _scale(name: str, i: int) -> torch.Tensor:
         """mu / sqrt(2/pi) of call `i` of layer `name` (keys as in the code)."""
-        key = _call_key(name, i)
+        key = call_key(name, i)
         if key not in scales:
             if key not in mu:
                 raise ValueError(
@@ -343,19 +336,16 @@ def magnitude_randomization(
 
         return _pre_hook, _forward_hook
 
-    handles: list[RemovableHandle] = []
+    hooks = [(act, _make_hooks(name, act)) for name, act in named.items()]
     try:
-        for name, act in named.items():
-            pre, post = _make_hooks(name, act)
-            handles.append(act.register_forward_pre_hook(pre))
-            handles.append(act.register_forward_hook(post))
-        handles.append(
-            module.register_forward_pre_hook(_root_pre_hook, with_kwargs=True)
-        )
-        handles.append(module.register_forward_hook(_root_hook, with_kwargs=True))
-        yield named
+        with forward_hooks(
+            pre=[(act, fn) for act, (fn, _) in hooks],
+            post=[(act, fn) for act, (_, fn) in hooks],
+            pre_with_kwargs=[(module, _root_pre_hook)],
+            post_with_kwargs=[(module, _root_hook)],
+        ):
+            yield named
     finally:
-        _remove(handles)
         _reset()
 
 
@@ -389,13 +379,21 @@ def reference_magnitudes(
         ``name``, ``name#1``, ... as in the sign code.
     counts : dict of str to torch.Tensor of shape ``(2, *unit_shape)``, int64
         How many reference samples had each sign (per call).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch import nn
+    >>> act = nn.Sequential(nn.ReLU())
+    >>> mu, counts = reference_magnitudes(act, "all", [torch.tensor([[2.0, -1.0]])])
+    >>> mu["0"].tolist(), counts["0"].tolist()
+    ([[0.0, 0.0], [2.0, 0.0]], [[0, 1], [1, 0]])
     """
     named = _layer_dict(module, layers)
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, torch.Tensor] = {}
     saved: dict[str, list[torch.Tensor]] = {name: [] for name in named}
     calls: dict[str, int] = dict.fromkeys(named, 0)
-    handles: list[RemovableHandle] = []
 
     def _root_pre_hook(_m, _args):
         for name in calls:
@@ -407,7 +405,7 @@ def reference_magnitudes(
 
         def _forward_hook(_m, _inp, out):
             pos = saved[name].pop()
-            key = _call_key(name, calls[name])
+            key = call_key(name, calls[name])
             calls[name] += 1
             mag = out.detach().abs().to(torch.float64)
             stack_s = torch.stack([(~pos).sum(0), pos.sum(0)]).to(torch.int64)
@@ -420,20 +418,15 @@ def reference_magnitudes(
 
         return _pre_hook, _forward_hook
 
-    try:
-        handles.append(module.register_forward_pre_hook(_root_pre_hook))
-        for name, act in named.items():
-            pre, post = _make_hooks(name)
-            handles.append(act.register_forward_pre_hook(pre))
-            handles.append(act.register_forward_hook(post))
-        with torch.no_grad():
-            for batch in batches:
-                if isinstance(batch, tuple | list):
-                    module(*batch)
-                else:
-                    module(batch)
-    finally:
-        _remove(handles)
+    hooks = [(act, _make_hooks(name)) for name, act in named.items()]
+    pre_hooks = [(module, _root_pre_hook)] + [(act, fn) for act, (fn, _) in hooks]
+    post_hooks = [(act, fn) for act, (_, fn) in hooks]
+    with forward_hooks(pre_hooks, post_hooks), torch.no_grad():
+        for batch in batches:
+            if isinstance(batch, tuple | list):
+                module(*batch)
+            else:
+                module(batch)
     if not sums:
         raise ValueError("reference_magnitudes got no reference batch.")
     mu = {

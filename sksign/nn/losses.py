@@ -43,6 +43,16 @@ def sign_repulsion_loss(
     all underflow (every unit far below 0) keeps its exact direction instead
     of becoming the zero vector: switching every unit off is no escape from
     the penalty.
+
+    Examples
+    --------
+    >>> import torch
+    >>> z = torch.tensor([[1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+    >>> y = torch.tensor([0, 0, 1])
+    >>> round(sign_repulsion_loss(z, y).item(), 4)  # the same-class pair agrees
+    1.0
+    >>> sign_repulsion_loss(z, torch.tensor([0, 1, 2])).item()  # no pair
+    0.0
     """
     if gate not in ("sigmoid", "tanh"):
         raise ValueError(f"gate must be 'sigmoid' or 'tanh'; got {gate!r}.")
@@ -74,6 +84,11 @@ def repulsion_lambda(
 
     0 for the first `warmup` epochs, then a linear ramp over `ramp` epochs up
     to `lam` (the Sign Code paper: 50 epochs, 200 epochs, 500).
+
+    Examples
+    --------
+    >>> [repulsion_lambda(e, 500.0) for e in (50, 150, 250, 400)]
+    [0.0, 250.0, 500.0, 500.0]
     """
     if epoch <= warmup:
         return 0.0

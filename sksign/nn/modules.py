@@ -4,6 +4,15 @@ Every builder returns an ``nn.Sequential`` with named children so that layers
 are addressed by name: dense block ``i`` is ``fc{i}`` (Linear) then ``act{i}``
 (activation); conv block ``i`` is ``conv{i}``, ``conv_act{i}``, ``pool{i}``;
 the readout is ``out``. The last hidden layer is the last ``act{i}``.
+
+The network factory (:func:`~sksign.nn.factory.build_network`,
+``ARCHITECTURES``, ``infer_input_shape``) lives in :mod:`sksign.nn.factory`,
+which builds on this module. Their old paths here (``sksign.nn.modules.
+build_network``, ...) keep working: this module forwards them lazily (a
+module-level ``__getattr__``), because an import of the factory here would be
+an import cycle. ``ACTIVATIONS``, ``STEP_ACTIVATIONS`` and
+``make_activation`` live in :mod:`sksign.nn.activations` and are re-exported
+here under their old paths.
 """
 
 # Authors: The sksign developers
@@ -11,67 +20,38 @@ the readout is ``out``. The last hidden layer is the last ``act{i}``.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Any
 
 from torch import nn
 
-from sksign.nn.activations import HTAF, ScaledSigmoid, STEHeaviside
+from sksign.nn._validation import check_sizes
+from sksign.nn.activations import ACTIVATIONS, STEP_ACTIVATIONS, make_activation
 
 __all__ = [
     "ACTIVATIONS",
-    "ARCHITECTURES",
     "MLP",
+    "STEP_ACTIVATIONS",
     "SmallCNN",
-    "build_network",
     "make_activation",
 ]
 
-#: Activation names accepted by :func:`make_activation` and the estimators.
-ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid", "relu", "silu", "gelu", "tanh")
-#: Step-like activations: exact Heaviside step at inference.
-STEP_ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid")
-#: Built-in architecture names accepted by :func:`build_network`: dense
-#: (DHN) and convolutional nets, the Bi-Real-style binary MLP
-#: (:mod:`sksign.nn.binary`) and the spiking MLP (:mod:`sksign.nn.spiking`).
-ARCHITECTURES = ("mlp", "cnn", "bnn", "snn")
+# Old paths of the factory's names (sksign.nn.modules.build_network, ...),
+# forwarded by __getattr__ to their home, sksign.nn.factory.
+_MOVED_TO_FACTORY = ("ARCHITECTURES", "build_network", "infer_input_shape")
 
 
-def make_activation(name: str, alpha0: float = 2.0, alpha1: float = 11.0) -> nn.Module:
-    """Build the activation module called `name`.
-
-    "scaled_sigmoid" uses ``k = alpha0 * alpha1`` (the same slope at 0 as the
-    HTAF with those parameters); "ste" uses the clipped-identity surrogate.
-    """
-    if name == "htaf":
-        return HTAF(alpha0, alpha1)
-    if name == "ste":
-        return STEHeaviside()
-    if name == "scaled_sigmoid":
-        return ScaledSigmoid(k=float(alpha0) * float(alpha1))
-    plain = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "tanh": nn.Tanh}
-    if name in plain:
-        return plain[name]()
-    raise ValueError(
-        f"The 'activation' parameter must be one of {ACTIVATIONS}. "
-        f"Got {name!r} instead."
-    )
+def __getattr__(name: str) -> Any:
+    """Forward the old paths of the factory's names to :mod:`sksign.nn.factory`."""
+    if name in _MOVED_TO_FACTORY:
+        return getattr(importlib.import_module("sksign.nn.factory"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_sizes(name: str, sizes) -> tuple[int, ...]:
-    if isinstance(sizes, int):
-        sizes = (sizes,)
-    try:
-        sizes = tuple(int(s) for s in sizes)
-    except TypeError as exc:
-        raise TypeError(f"{name} must be a sequence of ints; got {sizes!r}.") from exc
-    if any(s < 1 for s in sizes):
-        raise ValueError(f"{name} must hold positive ints; got {sizes!r}.")
-    return sizes
-
-
-def _dense_stack(
+def dense_stack(
     layers: OrderedDict,
     n_in: int,
     hidden_layer_sizes: Sequence[int],
@@ -79,6 +59,10 @@ def _dense_stack(
     alpha0: float,
     alpha1: float,
 ) -> int:
+    """Append ``fc{i}``, ``act{i}`` to `layers`; return the last width.
+
+    Shared by :class:`MLP`, :class:`SmallCNN` and the ICBM backbones.
+    """
     for i, width in enumerate(hidden_layer_sizes):
         layers[f"fc{i}"] = nn.Linear(n_in, width)
         layers[f"act{i}"] = make_activation(activation, alpha0, alpha1)
@@ -101,6 +85,15 @@ class MLP(nn.Sequential):
         One of :data:`ACTIVATIONS`.
     alpha0, alpha1 : float, default=2.0, 11.0
         HTAF parameters (see :func:`make_activation`).
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = MLP(4, 3, hidden_layer_sizes=(8, 8), activation="relu")
+    >>> [name for name, _ in net.named_children()]
+    ['fc0', 'act0', 'fc1', 'act1', 'out']
+    >>> net(torch.zeros(2, 4)).shape
+    torch.Size([2, 3])
     """
 
     def __init__(
@@ -112,9 +105,9 @@ class MLP(nn.Sequential):
         alpha0: float = 2.0,
         alpha1: float = 11.0,
     ) -> None:
-        sizes = _check_sizes("hidden_layer_sizes", hidden_layer_sizes)
+        sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
         layers: OrderedDict = OrderedDict()
-        n_in = _dense_stack(layers, n_features, sizes, activation, alpha0, alpha1)
+        n_in = dense_stack(layers, n_features, sizes, activation, alpha0, alpha1)
         layers["out"] = nn.Linear(n_in, n_outputs)
         super().__init__(layers)
 
@@ -140,6 +133,13 @@ class SmallCNN(nn.Sequential):
         Dense layers after the conv blocks.
     activation, alpha0, alpha1
         As in :class:`MLP`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = SmallCNN(64, 10, (1, 8, 8), conv_channels=(4,), hidden_layer_sizes=(16,))
+    >>> net(torch.zeros(2, 64)).shape
+    torch.Size([2, 10])
     """
 
     def __init__(
@@ -153,14 +153,14 @@ class SmallCNN(nn.Sequential):
         alpha0: float = 2.0,
         alpha1: float = 11.0,
     ) -> None:
-        input_shape = _check_sizes("input_shape", input_shape)
+        input_shape = check_sizes("input_shape", input_shape)
         if len(input_shape) != 3 or math.prod(input_shape) != n_features:
             raise ValueError(
                 "input_shape must be (channels, height, width) with a product "
                 f"equal to the number of features {n_features}; got {input_shape!r}."
             )
-        channels = _check_sizes("conv_channels", conv_channels)
-        sizes = _check_sizes("hidden_layer_sizes", hidden_layer_sizes)
+        channels = check_sizes("conv_channels", conv_channels)
+        sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
         layers: OrderedDict = OrderedDict()
         layers["unflatten"] = nn.Unflatten(1, input_shape)
         c, h, w = input_shape
@@ -172,87 +172,6 @@ class SmallCNN(nn.Sequential):
                 h, w = h // 2, w // 2
             c = out_c
         layers["flatten"] = nn.Flatten()
-        n_in = _dense_stack(layers, c * h * w, sizes, activation, alpha0, alpha1)
+        n_in = dense_stack(layers, c * h * w, sizes, activation, alpha0, alpha1)
         layers["out"] = nn.Linear(n_in, n_outputs)
         super().__init__(layers)
-
-
-def infer_input_shape(n_features: int, input_shape=None) -> tuple[int, int, int]:
-    """``input_shape`` as (C, H, W); a square one-channel image when None."""
-    if input_shape is not None:
-        shape = _check_sizes("input_shape", input_shape)
-        if len(shape) == 2:
-            shape = (1, *shape)
-        return shape
-    side = math.isqrt(n_features)
-    if side * side != n_features:
-        raise ValueError(
-            f"architecture='cnn' needs input_shape=(channels, height, width) "
-            f"for {n_features} features (not a square image); pass input_shape "
-            "or give X as a 4-D array (n_samples, channels, height, width)."
-        )
-    return (1, side, side)
-
-
-def build_network(
-    architecture: str,
-    n_features: int,
-    n_outputs: int,
-    *,
-    hidden_layer_sizes: Sequence[int] = (256, 256),
-    activation: str = "htaf",
-    alpha0: float = 2.0,
-    alpha1: float = 11.0,
-    input_shape=None,
-    conv_channels: Sequence[int] = (16, 32),
-    time_steps: int = 4,
-    **kwargs,
-) -> nn.Module:
-    """Build the net called `architecture` (see :data:`ARCHITECTURES`).
-
-    `time_steps` (an int >= 1) is used by spiking architectures only. Extra
-    keyword arguments go to the architecture's constructor ("bnn":
-    ``batch_norm``, ``binary_weights``, ``weight_grad``; "snn": ``threshold``,
-    ``reset``, ``connect``, ``batch_norm``).
-    """
-    from sksign.nn.spiking import check_time_steps
-
-    time_steps = check_time_steps(time_steps)
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"The 'activation' parameter must be one of {ACTIVATIONS}. "
-            f"Got {activation!r} instead."
-        )
-    common = {"activation": activation, "alpha0": alpha0, "alpha1": alpha1}
-    if architecture == "mlp":
-        return MLP(n_features, n_outputs, hidden_layer_sizes, **common, **kwargs)
-    if architecture == "cnn":
-        shape = infer_input_shape(n_features, input_shape)
-        return SmallCNN(
-            n_features,
-            n_outputs,
-            shape,
-            conv_channels=conv_channels,
-            hidden_layer_sizes=hidden_layer_sizes,
-            **common,
-            **kwargs,
-        )
-    if architecture == "bnn":
-        from sksign.nn.binary import BinaryMLP
-
-        return BinaryMLP(n_features, n_outputs, hidden_layer_sizes, **common, **kwargs)
-    if architecture == "snn":
-        from sksign.nn.spiking import SpikingMLP
-
-        return SpikingMLP(
-            n_features,
-            n_outputs,
-            hidden_layer_sizes,
-            **common,
-            time_steps=time_steps,
-            **kwargs,
-        )
-    raise ValueError(
-        f"The 'architecture' parameter must be one of {ARCHITECTURES} or an "
-        f"nn.Module subclass. Got {architecture!r} instead."
-    )

@@ -24,35 +24,30 @@ averages the output layer over the steps.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from numbers import Integral
 
 import torch
 from torch import nn
 
-from sksign.nn.activations import StepActivation, heaviside
-from sksign.nn.binary import _check_step_activation
-from sksign.nn.modules import _check_sizes, make_activation
+from sksign.nn._validation import (
+    check_option,
+    check_positive,
+    check_sizes,
+    check_step_activation,
+    check_time_steps,
+)
+from sksign.nn.activations import (
+    STEP_ACTIVATIONS,
+    StepActivation,
+    heaviside,
+    make_activation,
+)
 
+# check_time_steps keeps its old public path (sksign.nn.spiking.check_time_steps)
 __all__ = ["IFNeuron", "SpikingMLP", "check_time_steps"]
 
 _RESETS = ("subtract", "zero")
-
-
-def check_time_steps(time_steps) -> int:
-    """Validate ``time_steps`` (an int >= 1) and return it as an int."""
-    if isinstance(time_steps, bool) or not isinstance(time_steps, Integral):
-        raise TypeError(
-            f"The 'time_steps' parameter must be an int >= 1. Got {time_steps!r} "
-            "instead."
-        )
-    if time_steps < 1:
-        raise ValueError(
-            f"The 'time_steps' parameter must be an int >= 1. Got {time_steps!r} "
-            "instead."
-        )
-    return int(time_steps)
+_CONNECTS = ("add", "none")
 
 
 class IFNeuron(StepActivation):
@@ -72,7 +67,7 @@ class IFNeuron(StepActivation):
     activation : {"htaf", "ste", "scaled_sigmoid"}, default="htaf"
         Spike function applied to ``v - threshold``.
     alpha0, alpha1 : float, default=2.0, 11.0
-        HTAF parameters (see :func:`~sksign.nn.modules.make_activation`).
+        HTAF parameters (see :func:`~sksign.nn.activations.make_activation`).
     threshold : float, default=1.0
         Firing threshold.
     reset : {"subtract", "zero"}, default="subtract"
@@ -88,6 +83,13 @@ class IFNeuron(StepActivation):
     -----
     Input shape ``(batch, time, *features)``; the output (spikes) has the
     same shape.
+
+    Examples
+    --------
+    >>> import torch
+    >>> neuron = IFNeuron(threshold=1.0).eval()
+    >>> neuron(torch.full((1, 4, 1), 0.6)).flatten()
+    tensor([0., 1., 0., 1.])
     """
 
     def __init__(
@@ -101,18 +103,9 @@ class IFNeuron(StepActivation):
         mode: str = "auto",
     ) -> None:
         super().__init__(mode)
-        _check_step_activation(activation, "snn")
-        if reset not in _RESETS:
-            raise ValueError(
-                f"The 'reset' parameter of IFNeuron must be one of {_RESETS}. "
-                f"Got {reset!r} instead."
-            )
-        threshold = float(threshold)
-        if not math.isfinite(threshold) or threshold <= 0:
-            raise ValueError(
-                "The 'threshold' parameter of IFNeuron must be a positive real "
-                f"number. Got {threshold!r} instead."
-            )
+        check_step_activation(activation, "snn", STEP_ACTIVATIONS)
+        reset = check_option("reset", reset, _RESETS, "IFNeuron")
+        threshold = check_positive("threshold", threshold, "IFNeuron")
         self.activation = activation
         self.alpha0, self.alpha1 = float(alpha0), float(alpha1)
         self.threshold = threshold
@@ -196,6 +189,13 @@ class SpikingMLP(nn.Module):
         SEW residual connection of layers of equal width, or none.
     batch_norm : bool, default=False
         BatchNorm1d before each spiking layer.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = SpikingMLP(6, 3, hidden_layer_sizes=(8,), time_steps=2)
+    >>> net.eval()(torch.randn(4, 6)).shape
+    torch.Size([4, 3])
     """
 
     def __init__(
@@ -213,20 +213,15 @@ class SpikingMLP(nn.Module):
         batch_norm: bool = False,
     ) -> None:
         super().__init__()
-        _check_step_activation(activation, "snn")
+        check_step_activation(activation, "snn", STEP_ACTIVATIONS)
         self.time_steps = check_time_steps(time_steps)
-        sizes = _check_sizes("hidden_layer_sizes", hidden_layer_sizes)
+        sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
         if not sizes:
             raise ValueError(
                 "architecture='snn' needs at least one hidden layer; got "
                 f"hidden_layer_sizes={hidden_layer_sizes!r}."
             )
-        if connect not in ("add", "none"):
-            raise ValueError(
-                "The 'connect' parameter of SpikingMLP must be one of ('add', "
-                f"'none'). Got {connect!r} instead."
-            )
-        self.connect = connect
+        self.connect = check_option("connect", connect, _CONNECTS, "SpikingMLP")
         self.batch_norm = bool(batch_norm)
         self.n_layers = len(sizes)
         n_in = n_features

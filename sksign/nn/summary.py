@@ -14,6 +14,7 @@ from torch import nn
 
 from sksign.nn.activations import StepActivation
 from sksign.nn.binary import BinaryLinear
+from sksign.nn.hooks import forward_hooks
 
 __all__ = ["binary_summary"]
 
@@ -119,6 +120,17 @@ def binary_summary(module: nn.Module, X_sample) -> tuple[list[dict[str, Any]], s
         ``act_bytes_float32``, ``act_bytes_packed``.
     table : str
         The rows and a total as a fixed-width table.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sksign.nn.binary import BinaryMLP
+    >>> net = BinaryMLP(8, 2, hidden_layer_sizes=(16,))
+    >>> rows, table = binary_summary(net, torch.randn(4, 8))
+    >>> [(r["layer"], r["binary_units"]) for r in rows if r["binary_units"]]
+    [('act0', 16)]
+    >>> table.splitlines()[0].split()[:3]
+    ['layer', 'type', 'binary_units']
     """
     if not isinstance(module, nn.Module):
         raise TypeError(f"module must be a torch nn.Module; got {type(module)!r}.")
@@ -134,7 +146,7 @@ def binary_summary(module: nn.Module, X_sample) -> tuple[list[dict[str, Any]], s
     n = len(x)
 
     stats: dict[str, list[float]] = {}
-    handles = []
+    hooks: list[tuple[nn.Module, Any]] = []
 
     def make_hook(name: str):
         def _forward_hook(_m: nn.Module, _args: Any, out: torch.Tensor) -> None:
@@ -148,23 +160,16 @@ def binary_summary(module: nn.Module, X_sample) -> tuple[list[dict[str, Any]], s
     for name, m in module.named_modules():
         if isinstance(m, StepActivation):
             kinds.append((name, m))
-            handles.append(m.register_forward_hook(make_hook(name)))
+            hooks.append((m, make_hook(name)))
         elif isinstance(m, nn.Linear | nn.modules.conv._ConvNd):
             kinds.append((name, m))
-    was_training = module.training
-    try:
-        module.eval()
-        with torch.no_grad():
-            module(x)
-    finally:
-        for h in handles:
-            h.remove()
-        module.train(was_training)
+    with forward_hooks(post=hooks, eval_mode=module), torch.no_grad():
+        module(x)
 
     for name, m in kinds:
         if isinstance(m, StepActivation):
             fired, units = stats.get(name, [0.0, 0])
-            units = int(round(units))
+            units = round(units)
             rows.append(
                 {
                     "layer": name,

@@ -162,12 +162,21 @@ def hf_forward_kwargs(tokenizer=None, *, pad_token_id=None, token_type_ids=False
     -----
     A real token that has the pad id is masked too: for tokenizers without a
     pad token (GPT-2) set one that does not occur in the texts.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sksign.transformers import hf_forward_kwargs
+    >>> forward_kwargs = hf_forward_kwargs(pad_token_id=0)
+    >>> kw = forward_kwargs(torch.tensor([[101, 7592, 102, 0]]))
+    >>> sorted(kw), kw["attention_mask"].tolist()
+    (['attention_mask', 'input_ids'], [[1, 1, 1, 0]])
     """
     pad = _pad_id_of(tokenizer, pad_token_id)
     vocab_size = None
     if tokenizer is not None:
         try:
-            vocab_size = int(len(tokenizer))
+            vocab_size = len(tokenizer)
         except TypeError:
             vocab_size = getattr(tokenizer, "vocab_size", None)
     return HFForwardKwargs(pad, vocab_size=vocab_size, token_type_ids=token_type_ids)
@@ -199,6 +208,20 @@ def tokenize_to_array(tokenizer, texts, *, max_length=None, pad_token_id=None):
     Returns
     -------
     ids : ndarray of shape (n_texts, max_length), dtype int64
+
+    Examples
+    --------
+    A stand-in tokenizer (one id per word, between [CLS] = 101 and [SEP] = 102):
+
+    >>> from sksign.transformers import tokenize_to_array
+    >>> class WordTokenizer:
+    ...     pad_token_id = 0
+    ...     def __call__(self, texts, truncation, max_length, padding):
+    ...         ids = [[101, *(len(w) for w in t.split()), 102] for t in texts]
+    ...         return {"input_ids": ids}
+    >>> tokenize_to_array(WordTokenizer(), ["a bb", "ccc"])
+    array([[101,   1,   2, 102],
+           [101,   3, 102,   0]])
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -289,6 +312,28 @@ def hf_sign_code_transformer(
 
     Examples
     --------
+    Any module whose forward takes ``input_ids`` and ``attention_mask`` works;
+    here a tiny stand-in encoder with one GELU feed-forward layer:
+
+    >>> import numpy as np
+    >>> import torch
+    >>> from torch import nn
+    >>> from sksign.transformers import hf_sign_code_transformer
+    >>> class TinyEncoder(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.embed = nn.Embedding(128, 8)
+    ...         self.act = nn.GELU()
+    ...     def forward(self, input_ids, attention_mask):
+    ...         return self.act(self.embed(input_ids))
+    >>> _ = torch.manual_seed(0)
+    >>> sct = hf_sign_code_transformer(TinyEncoder(), pad_token_id=0, layers="act")
+    >>> X = np.array([[101, 7, 102, 0], [101, 9, 12, 102]])
+    >>> sct.fit_transform(X).shape
+    (2, 8)
+
+    With a pretrained model and its tokenizer (downloaded by ``transformers``):
+
     >>> from transformers import AutoModel, AutoTokenizer  # doctest: +SKIP
     >>> tok = AutoTokenizer.from_pretrained(path)  # doctest: +SKIP
     >>> model = AutoModel.from_pretrained(path)  # doctest: +SKIP

@@ -8,45 +8,44 @@ from __future__ import annotations
 import fnmatch
 from copy import deepcopy
 from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import assert_all_finite, gen_batches, get_tags
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils._set_output import _get_output_config
-from sklearn.utils.validation import (
-    _check_feature_names_in,
-    check_is_fitted,
-    validate_data,
-)
+from sklearn.utils import gen_batches, get_tags
+from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
-from sksign._sklearn_mlp import MLP_TYPES as _MLP_TYPES
-from sksign._sklearn_mlp import hidden_layer_names, mlp_module
+from sksign._adapter import device_and_dtype, is_torch_net, to_tensor, torch_module
+from sksign._compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    _check_feature_names_in,
+    _fit_context,
+    _get_output_config,
+)
+from sksign._sklearn_mlp import (
+    MLP_TYPES,
+    SIGN_PRESERVING_ACTIVATIONS,
+    hidden_layer_names,
+)
 from sksign._utils import (
     is_batch_iterator,
     reject_batch_iterator,
     restore_state_on_error,
     stream_batches,
 )
-from sksign.nn.hooks import (
-    CONV_POOLS,
-    RESIDUAL_MODES,
-    TOKEN_POOLS,
-    record_signs,
-)
+from sksign.estimators import HTAFNetClassifier
+from sksign.nn import record_signs
+from sksign.nn.hooks import CONV_POOLS, RESIDUAL_MODES, TOKEN_POOLS
 
 __all__ = ["SignCodeTransformer"]
 
-# activations of scikit-learn's MLPs whose output sign follows their input
-_MLP_SIGN_PRESERVING = ("relu", "tanh", "identity")
-
 
 def _default_estimator(random_state=None):
-    from sksign.estimators._htaf_net import HTAFNetClassifier
-
     return HTAFNetClassifier(
         hidden_layer_sizes=(128,), activation="relu", random_state=random_state
     )
@@ -58,10 +57,6 @@ def _same_type_error(exc, message):
         return type(exc)(message)
     except Exception:
         return None
-
-
-def _is_torch_net(est) -> bool:
-    return isinstance(getattr(est, "module_", None), nn.Module)
 
 
 class SignCodeTransformer(TransformerMixin, BaseEstimator):
@@ -183,7 +178,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     ((40, 11), dtype('uint8'))
     """
 
-    _parameter_constraints: dict = {
+    _parameter_constraints: ClassVar[dict] = {
         "estimator": [HasMethods(["fit"]), nn.Module, None],
         "layers": [str, list, tuple, type],
         "prefit": ["boolean"],
@@ -231,7 +226,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     def _fit_dtype(self, est):
         if self.forward_kwargs is not None:
             return "numeric"
-        if isinstance(est, _MLP_TYPES):
+        if isinstance(est, MLP_TYPES):
             return [np.float64, np.float32]
         return np.float32
 
@@ -290,12 +285,11 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                 f"{type(fitted).__name__} was fitted with {n_net} features."
             )
         self._mlp_torch = None
-        if isinstance(fitted, _MLP_TYPES):
+        if isinstance(fitted, MLP_TYPES):
             # the float64 torch copy of its forward, made once (not per batch)
-            self._mlp_torch = mlp_module(fitted, readout=False)
-        module = self._mlp_torch if self._mlp_torch is not None else fitted
+            self._mlp_torch = torch_module(fitted, readout=False)
         if self.device is not None:
-            self._module_of(module).to(self.device)
+            (self._mlp_torch or torch_module(fitted)).to(self.device)
         self.estimator_ = fitted
         layers, names = self._probe(X[: min(2, len(X))])
         self.layers_ = layers
@@ -307,21 +301,22 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         return self
 
     def _check_readable(self, fitted):
-        if isinstance(fitted, _MLP_TYPES):
-            if fitted.activation not in _MLP_SIGN_PRESERVING and not (
+        if isinstance(fitted, MLP_TYPES):
+            if fitted.activation not in SIGN_PRESERVING_ACTIVATIONS and not (
                 self.allow_non_sign_preserving
             ):
                 raise ValueError(
                     f"{type(fitted).__name__}(activation={fitted.activation!r}) is "
                     "not sign-preserving (its hidden outputs are always "
                     f"positive), so it has no sign code; use one of "
-                    f"{_MLP_SIGN_PRESERVING} or pass allow_non_sign_preserving=True "
+                    f"{SIGN_PRESERVING_ACTIVATIONS} or pass "
+                    "allow_non_sign_preserving=True "
                     "to record the sign of the pre-activations anyway."
                 )
             if len(fitted.coefs_) < 2:
                 raise ValueError(f"{type(fitted).__name__} has no hidden layer.")
             return
-        if isinstance(fitted, nn.Module) or _is_torch_net(fitted):
+        if isinstance(fitted, nn.Module) or is_torch_net(fitted):
             return
         raise TypeError(
             "SignCodeTransformer reads sksign or skorch nets (with a fitted "
@@ -329,29 +324,17 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             f"MLPRegressor. Got {type(fitted).__name__} instead."
         )
 
-    @staticmethod
-    def _module_of(fitted) -> nn.Module:
-        return fitted if isinstance(fitted, nn.Module) else fitted.module_
-
-    def _device_of(self, fitted, module):
-        if self.device is not None:
-            return torch.device(self.device)
-        param = next(module.parameters(), None)
-        if param is not None:
-            return param.device
-        return torch.device(getattr(fitted, "device", None) or "cpu")
-
     def _module_to_read(self):
         """The module to run, its layers to record, and whether any may be
         non-sign-preserving (a scikit-learn MLP's were checked at fit)."""
         fitted = self.estimator_
-        if isinstance(fitted, _MLP_TYPES):
+        if isinstance(fitted, MLP_TYPES):
             idx = self._mlp_layers()
             # fc{i}, hidden{i} pairs up to the last hidden layer read
             module = self._mlp_torch[: 2 * (idx[-1] + 1)]
             return module, [f"hidden{i}" for i in idx], True
         return (
-            self._module_of(fitted),
+            torch_module(fitted),
             self.layers,
             self.allow_non_sign_preserving,
         )
@@ -396,26 +379,17 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             chosen.update(found)
         return sorted(chosen)
 
-    def _cast(self, xb, float_dtype):
-        xb = np.asarray(xb)
-        if self.forward_kwargs is not None and xb.dtype.kind in "biu":
-            return np.ascontiguousarray(xb, dtype=np.int64)
-        xb = np.ascontiguousarray(xb, dtype=float_dtype)
-        assert_all_finite(xb, input_name="X")
-        return xb
-
     def _run_torch(self, X, write):
         """Forward X batch by batch; ``write(rows, bits, recorder)`` per batch."""
         fitted = self.estimator_
         module, layers, allow_non_sign_preserving = self._module_to_read()
-        device = self._device_of(fitted, module)
-        param = next(module.parameters(), None)
         # float32 like the net's own predict; the module's dtype if it differs
-        dtype = (
-            param.dtype
-            if param is not None and param.dtype.is_floating_point
-            else torch.float32
+        device, dtype = device_and_dtype(
+            module,
+            device=self.device,
+            default_device=getattr(fitted, "device", None),
         )
+        keep_integers = self.forward_kwargs is not None
         with (
             record_signs(
                 module,
@@ -429,16 +403,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             torch.no_grad(),
         ):
             for rows in gen_batches(X.shape[0], self.batch_size):
-                xb = self._cast(
-                    X[rows], np.float64 if dtype == torch.float64 else np.float32
-                )
-                if not xb.flags.writeable:
-                    xb = xb.copy()
-                xb = torch.from_numpy(xb)
-                if xb.is_floating_point():
-                    xb = xb.to(device=device, dtype=dtype)
-                else:
-                    xb = xb.to(device=device)
+                xb = to_tensor(X[rows], device, dtype, keep_integers=keep_integers)
                 if self.forward_kwargs is None:
                     module(xb)
                 else:

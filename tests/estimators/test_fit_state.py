@@ -136,15 +136,15 @@ def test_warm_start_refuses_other_widths_and_targets(data):
     X, y = data
     reg = HTAFNetRegressor((16,), warm_start=True, **FAST).fit(X, y.astype(float))
     snap = _snapshot(reg, X)
-    with pytest.raises(ValueError, match="y has 2 targets.*fitted with 1"):
+    with pytest.raises(ValueError, match=r"y has 2 targets.*fitted with 1"):
         reg.fit(X, np.column_stack([y, y]).astype(float))
-    with pytest.raises(ValueError, match="10 features.*expecting 64"):
+    with pytest.raises(ValueError, match=r"10 features.*expecting 64"):
         reg.fit(X[:, :10], y.astype(float))
     _assert_unchanged(reg, X, snap)
 
     clf = HTAFNetClassifier((16,), warm_start=True, **FAST).fit(X, y)
     snap = _snapshot(clf, X)
-    with pytest.raises(ValueError, match="10 features.*expecting 64"):
+    with pytest.raises(ValueError, match=r"10 features.*expecting 64"):
         clf.fit(X[:, :10], y)
     with pytest.raises(ValueError, match="warm_start=True needs the same classes"):
         clf.fit(X, y % 3)
@@ -168,7 +168,7 @@ def test_partial_fit_checks_classes_and_labels(data):
 
     clf.partial_fit(X[y < 5], y[y < 5], classes=np.arange(10))
     snap = _snapshot(clf, X)
-    with pytest.raises(ValueError, match="classes=.*not the same as on the first"):
+    with pytest.raises(ValueError, match=r"classes=.*not the same as on the first"):
         clf.partial_fit(X, y, classes=["x", "y"])
     with pytest.raises(ValueError, match=r"labels \['a'\] that are not among"):
         clf.partial_fit(X[:3], np.array(["a", "a", "a"]))
@@ -279,7 +279,7 @@ def test_architecture_instance_is_explained_at_fit(data):
     """Check an nn.Module instance as architecture gets the parameter's error."""
     X, y = data
     clf = HTAFNetClassifier(architecture=nn.Linear(64, 10), **FAST)  # no error yet
-    with pytest.raises(ValueError, match="Pass the class.*not an instance"):
+    with pytest.raises(ValueError, match=r"Pass the class.*not an instance"):
         clf.fit(X, y)
 
 
@@ -289,7 +289,9 @@ def test_early_stopping_without_validation_data_is_explained(data):
     from skorch.dataset import ValidSplit
 
     X, y = data
-    with pytest.raises(ValueError, match="EarlyStopping.*train_split=None.*ValidSplit"):
+    with pytest.raises(
+        ValueError, match=r"EarlyStopping.*train_split=None.*ValidSplit"
+    ):
         HTAFNetClassifier((8,), callbacks=[EarlyStopping()], **FAST).fit(X, y)
     # either remedy works
     HTAFNetClassifier(

@@ -32,7 +32,8 @@ def test_htaf_net_learns_digits_with_exact_step(digits):
     clf.fit(X_train, y_train)
     assert clf.score(X_test, y_test) > 0.93
     acts = [m for m in clf.module_.modules() if isinstance(m, HTAF)]
-    assert acts and not clf.module_.training
+    assert acts
+    assert not clf.module_.training
     # The hidden layer is exactly binary at inference.
     seen = []
     h = acts[0].register_forward_hook(lambda m, i, o: seen.append(o))

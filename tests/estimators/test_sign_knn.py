@@ -11,8 +11,8 @@ from sklearn.utils.estimator_checks import (
     parametrize_with_checks,
 )
 
-from sksign.estimators._sign_knn import SignKNNClassifier
-from sksign.metrics.pairwise import pack_bits
+from sksign.estimators import SignKNNClassifier
+from sksign.kernels import pack_bits
 
 try:
     import faiss  # noqa: F401
@@ -59,7 +59,7 @@ def test_matches_sklearn_hamming_knn(n_bits, weights):
     ours = SignKNNClassifier(k, weights=weights).fit(X, y)
     ref = KNeighborsClassifier(k, weights=weights, metric="hamming")
     ref.set_params(algorithm="brute").fit(X, y)
-    dist, ind = ours.kneighbors(Q)
+    dist, _ind = ours.kneighbors(Q)
     ref_dist, _ = ref.kneighbors(Q)
     np.testing.assert_array_equal(dist, ref_dist)
     # Rows where the k nearest are unique (no tie at the k-th distance) and the
@@ -85,7 +85,8 @@ def test_kneighbors_without_X_leaves_each_sample_out():
     dist, ind = ours.kneighbors()
     np.testing.assert_array_equal(dist, ref.kneighbors()[0])
     assert not np.any(ind == np.arange(len(X))[:, None])
-    assert ind[3, 0] == 5 and ind[5, 0] == 3
+    assert ind[3, 0] == 5
+    assert ind[5, 0] == 3
     msg = "Expected n_neighbors < n_samples_fit, but n_neighbors = 200"
     with pytest.raises(ValueError, match=msg):
         ours.kneighbors(n_neighbors=200)
@@ -315,7 +316,8 @@ def test_faiss_approximate_never_returns_placeholder_neighbours(n_neighbors):
     approx = SignKNNClassifier(n_neighbors, approximate=True).fit(X, y)
     for query in (X[:30], None):
         d, ind = approx.kneighbors(query)
-        assert (ind >= 0).all() and (d >= 0).all()
+        assert (ind >= 0).all()
+        assert (d >= 0).all()
         assert (np.diff(d, axis=1) >= 0).all()  # ascending, as documented
         d_exact, _ = exact.kneighbors(query)
         np.testing.assert_array_equal(d, d_exact)

@@ -1,4 +1,4 @@
-"""Tests for sksign.metrics._scorers (interventions and gate dominance)."""
+"""Tests for the scorers of sksign.metrics: interventions and gate dominance."""
 
 import pickle
 from collections import OrderedDict
@@ -13,11 +13,14 @@ from sklearn.model_selection import GridSearchCV, cross_validate
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 from torch import nn
 
+from sksign._adapter import TorchClassifier
 from sksign.estimators import HTAFNetClassifier
-from sksign.metrics._scorers import (
+from sksign.metrics import (
     gate_dominance,
+    gate_dominance_from_activations,
     gate_dominance_report,
     intervention_score,
     make_gate_dominance_scorer,
@@ -69,7 +72,8 @@ def _assert_unchanged(module, snapshot):
         assert torch.equal(v, state[k]), k
     assert [m.training for m in module.modules()] == modes
     for m in module.modules():
-        assert not m._forward_hooks and not m._forward_pre_hooks
+        assert not m._forward_hooks
+        assert not m._forward_pre_hooks
 
 
 @pytest.mark.parametrize("definition", DEFINITIONS)
@@ -127,8 +131,6 @@ def test_model_unchanged(digits, definition):
 
 def test_model_unchanged_after_exception(net, digits, monkeypatch):
     """Check hooks are removed and modes restored when the forward raises."""
-    import sksign.metrics._scorers as mod
-
     _, X_test, _, y_test = digits
     snap = _snapshot(net.module_)
 
@@ -137,7 +139,7 @@ def test_model_unchanged_after_exception(net, digits, monkeypatch):
         assert not net.module_.training
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(mod, "_logits", boom)
+    monkeypatch.setattr(TorchClassifier, "logits", boom)
     for kind in ("sign_flip", "magnitude"):
         with pytest.raises(RuntimeError, match="boom"):
             intervention_score(net, X_test, y_test, kind=kind, random_state=0)
@@ -154,8 +156,11 @@ def test_gate_dominance_decomposition(net, digits):
     np.testing.assert_allclose(
         rep.logits, net.decision_function(X_test), rtol=1e-4, atol=1e-4
     )
-    assert rep.mu.shape == (32, 2) and rep.d == 32 and rep.C == 10
-    assert rep.layer == "act0" and rep.readout == "out"
+    assert rep.mu.shape == (32, 2)
+    assert rep.d == 32
+    assert rep.C == 10
+    assert rep.layer == "act0"
+    assert rep.readout == "out"
     assert rep.definition.startswith("gate_dominance/theorem6.1")
     assert rep.eps_1 == pytest.approx(1 - rep.agreement)
     assert rep.eps_1 <= rep.union_bound + 1e-12
@@ -197,7 +202,8 @@ def test_gate_dominance_by_hand():
     assert rep.median_Z1 == pytest.approx(2.25)
     assert rep.bound == pytest.approx(np.mean([0.25, 0.25, 0.16, 0.16]))
     assert rep.union_bound == pytest.approx(np.mean([0.25, 0.25, 0.16, 0.16]))
-    assert rep.agreement == 1.0 and rep.eps_1 == 0.0
+    assert rep.agreement == 1.0
+    assert rep.eps_1 == 0.0
     # mu from other reference data: only unit 0 active there, unit 1 never +1
     rep = gate_dominance_report(_two_unit_net(), X, X_ref=np.array([[4.0]]))
     np.testing.assert_allclose(rep.mu, [[0.0, 4.0], [0.0, 0.0]])
@@ -300,7 +306,8 @@ def test_mlp_classifier(digits, binary):
     low = intervention_score(mlp, X_test, y_test, alpha=0.5, random_state=0)
     assert 0.0 <= low <= 1.0
     rep = gate_dominance_report(mlp, X_test, X_ref=X_train)
-    assert rep.d == 16 and rep.C == (2 if binary else 10)
+    assert rep.d == 16
+    assert rep.C == (2 if binary else 10)
     np.testing.assert_allclose(rep.logits, rep.pure_sign_logits + rep.residuals)
     classes = mlp.classes_[rep.y_pred]
     np.testing.assert_array_equal(classes, mlp.predict(X_test))
@@ -415,7 +422,7 @@ def test_targets_that_cannot_be_scored_raise():
     y_nan[0] = np.nan
     with pytest.raises(ValueError, match="y contains NaN"):
         intervention_score(mlp, X, y_nan)
-    with pytest.raises(ValueError, match="X_ref has 3 features.*expecting 4"):
+    with pytest.raises(ValueError, match=r"X_ref has 3 features.*expecting 4"):
         intervention_score(mlp, X, y, kind="magnitude", noise="matched", X_ref=X[:, :3])
     module = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).double()
     for bad in (y + 5, y - 1):
@@ -424,3 +431,74 @@ def test_targets_that_cannot_be_scored_raise():
     # labels a fitted classifier does not know count as wrong, as in
     # scikit-learn's accuracy (a test fold may hold a class its training lacked)
     assert intervention_score(mlp, X, np.where(y == 2, 7, y), alpha=0.0) < 1.0
+
+
+def test_identity_mlp_classifier_is_scored():
+    """Check an identity MLPClassifier is accepted: its hidden sign is z's sign.
+
+    The scorers and SignCodeTransformer share one allow-list of sign-preserving
+    scikit-learn activations, ("identity", "relu", "tanh").
+    """
+    X, y = load_iris(return_X_y=True)
+    mlp = MLPClassifier((8,), activation="identity", max_iter=300, random_state=0)
+    mlp.fit(X, y)
+    assert intervention_score(mlp, X, y, alpha=0.0) == mlp.score(X, y)
+    rep = gate_dominance_report(mlp, X)
+    assert rep.layer == "hidden0"
+    assert rep.d == 8
+    np.testing.assert_allclose(rep.logits, rep.pure_sign_logits + rep.residuals)
+
+
+def test_gate_dominance_from_activations_matches_report(net, digits):
+    """Check the pure function gives the report of the net from its arrays."""
+    X_train, X_test, _, _ = digits
+    rep = gate_dominance_report(net, X_test, X_ref=X_train)
+    X = np.asarray(X_test, dtype=np.float32)
+    ref = np.asarray(X_train, dtype=np.float32)
+    module = net.module_
+    with torch.no_grad():
+        z = module.fc0(torch.from_numpy(X)).double().numpy()
+        z_ref = module.fc0(torch.from_numpy(ref)).double().numpy()
+    W = module.out.weight.detach().double().numpy()
+    b = module.out.bias.detach().double().numpy()
+    pure = gate_dominance_from_activations(
+        z,
+        np.maximum(z, 0),
+        W,
+        b,
+        z_ref=z_ref,
+        h_ref=np.maximum(z_ref, 0),
+        layer="act0",
+        readout="out",
+    )
+    assert repr(pure) == repr(rep)
+    for name in ("mu", "mu_counts", "signs", "y_pred_sign", "Z1"):
+        np.testing.assert_array_equal(getattr(pure, name), getattr(rep, name))
+    np.testing.assert_allclose(pure.logits, rep.logits)
+
+
+def test_gate_dominance_from_activations_by_hand_and_bad_input():
+    """Check the pure function on the 2-unit example and its input checks."""
+    z = np.array([[1.0, -1.0], [2.0, -2.0], [-1.0, 1.0], [-3.0, 3.0]])
+    h = np.maximum(z, 0)
+    rep = gate_dominance_from_activations(z, h, np.eye(2), [0.0, 0.5])
+    np.testing.assert_allclose(rep.Z1, [2.0, 2.0, 2.5, 2.5])
+    assert rep.layer == "hidden"
+    assert rep.readout == "readout"
+    # no bias: zeros
+    no_b = gate_dominance_from_activations(z, h, np.eye(2))
+    np.testing.assert_allclose(no_b.logits, h)
+    with pytest.raises(InvalidParameterError, match="'layer' parameter"):
+        gate_dominance_from_activations(z, h, np.eye(2), layer=3)
+    with pytest.raises(ValueError, match="same shape"):
+        gate_dominance_from_activations(z, h[:, :1], np.eye(2))
+    with pytest.raises(ValueError, match="given together"):
+        gate_dominance_from_activations(z, h, np.eye(2), z_ref=z)
+    with pytest.raises(ValueError, match="has 3 inputs but layer 'hidden' has 2"):
+        gate_dominance_from_activations(z, h, np.ones((2, 3)))
+    with pytest.raises(ValueError, match=">= 2 logits"):
+        gate_dominance_from_activations(z, h, np.ones((1, 2)))
+    with pytest.raises(ValueError, match="b has 3 entries"):
+        gate_dominance_from_activations(z, h, np.eye(2), np.zeros(3))
+    with pytest.raises(ValueError, match="Input z contains NaN"):
+        gate_dominance_from_activations(np.full_like(z, np.nan), h, np.eye(2))

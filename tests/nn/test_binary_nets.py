@@ -10,7 +10,7 @@ from torch import nn
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn.activations import HTAF, StepActivation, force_step_mode
 from sksign.nn.binary import BinaryLinear, BinaryMLP, binary_sign
-from sksign.nn.modules import ARCHITECTURES, build_network
+from sksign.nn.factory import ARCHITECTURES, build_network
 from sksign.nn.spiking import IFNeuron, SpikingMLP
 from sksign.nn.summary import binary_summary
 
@@ -144,7 +144,8 @@ def test_binary_linear_uses_scaled_sign(weight_grad):
     x = torch.randn(4, 5)
     torch.testing.assert_close(layer(x), x @ expected.T)
     layer(x).sum().backward()
-    assert layer.weight.grad is not None and layer.weight.grad.abs().sum() > 0
+    assert layer.weight.grad is not None
+    assert layer.weight.grad.abs().sum() > 0
 
 
 def test_binary_linear_can_stay_real():
@@ -298,7 +299,8 @@ def test_binary_summary_bnn():
     assert fc1["weight_bytes_packed"] == 8 * 2 + 4 * 8
     stem = by_name["stem"]  # real layer: not packed
     assert stem["weight_bytes_packed"] == stem["weight_bytes_float32"] == 4 * 176
-    assert "total" in table and "act0" in table
+    assert "total" in table
+    assert "act0" in table
 
 
 def test_binary_summary_snn_counts_time_steps():
@@ -315,7 +317,7 @@ def test_binary_summary_snn_counts_time_steps():
 
 def test_binary_summary_bad_input():
     """Check binary_summary rejects non-modules and empty samples."""
-    with pytest.raises(TypeError, match="nn.Module"):
+    with pytest.raises(TypeError, match=r"nn\.Module"):
         binary_summary("net", np.zeros((2, 3)))
     with pytest.raises(ValueError, match="at least one sample"):
         binary_summary(nn.Linear(3, 2), np.zeros((0, 3), dtype=np.float32))

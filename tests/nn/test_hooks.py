@@ -406,7 +406,8 @@ def test_usual_slopes_stay_sign_preserving():
     ):
         z = torch.randn(200)
         h = module.eval()(z)
-        assert not ((h > 0) & (z <= 0)).any() and not ((h < 0) & (z > 0)).any()
+        assert not ((h > 0) & (z <= 0)).any()
+        assert not ((h < 0) & (z > 0)).any()
         assert activation_kind(module) == "sign", module
     prelu = nn.PReLU(num_parameters=3)
     with torch.no_grad():
@@ -559,7 +560,7 @@ def test_token_pooling_first_and_majority():
 def test_token_pool_errors():
     """Check that token_pool on 2-D and no token_pool on 3-D activations raise."""
     net = _token_net()
-    with pytest.raises(ValueError, match="token_pool='first' was given.*2-D"):
+    with pytest.raises(ValueError, match=r"token_pool='first' was given.*2-D"):
         with record_signs(net, "all", token_pool="first"), torch.no_grad():
             net(torch.randn(2, 3))
     with pytest.raises(ValueError, match="3-D activation"):
@@ -581,13 +582,25 @@ def test_hooks_removed_and_mode_restored_after_exception():
     net = Raiser()
     net.train()
     net.head.eval()
-    with pytest.raises(RuntimeError, match="boom"):
+    inside = {}
+
+    def fail_inside():
         with record_signs(net, ["act", "head", "fc"]) as rec:
-            assert not net.training and not net.act.training
+            inside.update(rec=rec, net=net.training, act=net.act.training)
             net(torch.randn(2, 3))
-    assert rec is not None
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
+    assert not inside["net"]
+    assert not inside["act"]
+    # the net's forward raised, not a hook of the recorder; the layers called
+    # before the error were recorded
+    assert inside["rec"].error is None
+    assert inside["rec"].layers == ["fc", "act"]
     _assert_clean(net)
-    assert net.training and net.fc.training and net.act.training
+    assert net.training
+    assert net.fc.training
+    assert net.act.training
     assert not net.head.training
 
 
@@ -597,7 +610,9 @@ def test_temporarily_eval_restores_mixed_modes():
     net[1].eval()
     with temporarily_eval(net):
         assert not any(m.training for m in net.modules())
-    assert net.training and net[0].training and not net[1].training
+    assert net.training
+    assert net[0].training
+    assert not net[1].training
 
 
 def test_record_signs_bad_options():

@@ -124,9 +124,16 @@ def test_same_generator_seed_same_output(ctx):
 def test_hooks_removed_after_exception(ctx):
     """Check every hook is gone after the context, also after an exception."""
     net = _mlp()
-    with pytest.raises(RuntimeError, match="boom"), ctx(net, "all", alpha=0.5):
-        assert _n_hooks(net) > 0
-        raise RuntimeError("boom")
+    inside = []
+
+    def fail_inside():
+        with ctx(net, "all", alpha=0.5):
+            inside.append(_n_hooks(net))
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
+    assert inside[0] > 0
     assert _n_hooks(net) == 0
     with ctx(net, "all", alpha=0.5):
         net(torch.randn(2, 5))

@@ -46,7 +46,8 @@ def test_quadrant_majority_matches_brute_force(n, c, h, w, dtype, ties, seed):
         z = torch.randn((n, c, h, w), generator=gen, dtype=dtype)
     assert supports_quadrant_majority(z)
     bits = quadrant_majority(z)
-    assert bits.dtype == torch.bool and bits.shape == (n, 4 * c)
+    assert bits.dtype == torch.bool
+    assert bits.shape == (n, 4 * c)
     np.testing.assert_array_equal(bits.numpy(), _brute_force(z.numpy()))
     reference, _ = pool_signs(z > 0)
     assert torch.equal(bits, reference)

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from sksign.estimators import HTAFNetClassifier
-from sksign.estimators._icbm import ICBMClassifier
-from sksign.nn.modules import build_network
+from sksign.estimators import HTAFNetClassifier, ICBMClassifier
+from sksign.nn import build_network
 
 pytestmark = pytest.mark.slow
 

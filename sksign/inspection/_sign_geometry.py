@@ -1,6 +1,6 @@
 """Sign geometry: the sign-kNN gap and leave-one-out purity in Hamming space.
 
-the Sign Code paper: the sign gap ``Delta_sgn`` (test error of a k-NN that sees
+The Sign Code paper: the sign gap ``Delta_sgn`` (test error of a k-NN that sees
 only a layer's sign bits, minus the test error of the full net) and the
 leave-one-out purity ``pi_k(x_i) = (1/k) sum_{j in N_k(x_i) minus i}
 1[y_j = y_i]`` of the codes.
@@ -15,20 +15,16 @@ from numbers import Integral
 
 import numpy as np
 import torch
-from sklearn.pipeline import Pipeline
-from sklearn.utils import Bunch
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils import Bunch, check_consistent_length
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from sksign.metrics._scorers import _logits, _resolve
-from sksign.metrics.pairwise import (
-    _check_n_bits,
-    _check_packed,
-    pack_bits,
-    packed_kneighbors,
-)
-from sksign.nn.hooks import temporarily_eval
+from sksign._adapter import as_torch_classifier, final_step_input
+from sksign._compat import Interval, validate_params
+from sksign.estimators import SignKNNClassifier
+from sksign.kernels import check_n_bits, check_packed, pack_bits, packed_kneighbors
+from sksign.nn import temporarily_eval
+from sksign.transformers import SignCodeTransformer
 
 __all__ = ["loo_purity", "sign_gap"]
 
@@ -85,26 +81,23 @@ def loo_purity(codes, y, k=10, *, packed=False, n_bits=None, per_sample=False):
 
     Examples
     --------
+    >>> from sksign.inspection import loo_purity
     >>> loo_purity([[1, 1, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], [0, 0, 1, 1], k=1)
     1.0
     """
     y = column_or_1d(y, warn=True)
     check_classification_targets(y)
     if packed:
-        P = _check_packed(codes, "codes")
-        n_bits = _check_n_bits(n_bits, P.shape[1])
+        P = check_packed(codes, "codes")
+        n_bits = check_n_bits(n_bits, P.shape[1])
     else:
         codes = check_array(
             codes, dtype=None, input_name="codes", ensure_all_finite=False
         )
         P = pack_bits(codes, axis=1)
         n_bits = codes.shape[1]
+    check_consistent_length(P, y)
     n = P.shape[0]
-    if len(y) != n:
-        raise ValueError(
-            "Found input variables with inconsistent numbers of samples: codes "
-            f"has {n}, y has {len(y)}."
-        )
     if k > n - 1:
         raise ValueError(
             f"Expected k <= n_samples - 1, but k = {k}, n_samples = {n}: a "
@@ -155,23 +148,27 @@ def sign_gap(
         ``net_accuracy``, ``n_bits``, ``n_neighbors``, ``layers`` and
         ``definition`` ("sign_gap: err(sign-kNN on <layers> bits, k=...) -
         err(net)").
-    """
-    # Imported here: estimators and transformers build on sksign.metrics.
-    from sksign.estimators._sign_knn import SignKNNClassifier
-    from sksign.transformers._sign_codes import SignCodeTransformer
 
-    net = _resolve(estimator, X_test, y_test, None, "sign_gap", need_y=True)
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.neural_network import MLPClassifier
+    >>> from sksign.inspection import sign_gap
+    >>> X, y = load_iris(return_X_y=True)
+    >>> mlp = MLPClassifier((32,), max_iter=500, random_state=0).fit(X, y)
+    >>> res = sign_gap(mlp, X, y, X, y, n_neighbors=3)
+    >>> res.n_bits, res.layers
+    (32, ['hidden0'])
+    >>> bool(-1.0 <= res.gap <= 1.0)
+    True
+    """
+    net = as_torch_classifier(estimator, X_test, y_test, caller="sign_gap", need_y=True)
     with temporarily_eval(net.module), torch.no_grad():
-        pred = _logits(net, net.X).argmax(axis=1)
+        pred = net.logits(net.X).argmax(axis=1)
     net_acc = float(np.mean(pred == net.y))
 
-    final, Xtr, Xte = estimator, X_train, X_test
-    if isinstance(estimator, Pipeline):
-        head = estimator[:-1]
-        final, Xtr, Xte = estimator[-1], head.transform(X_train), head.transform(X_test)
-    if hasattr(final, "_as_rows"):
-        Xtr = final._as_rows(Xtr, reset=False)
-        Xte = final._as_rows(Xte, reset=False)
+    final, Xtr = final_step_input(estimator, X_train)
+    _, Xte = final_step_input(estimator, X_test)
     sct = SignCodeTransformer(final, layers=layers, prefit=True).fit(Xtr)
     codes_tr, codes_te = sct.transform(Xtr), sct.transform(Xte)
     knn = SignKNNClassifier(n_neighbors=n_neighbors).fit(codes_tr, np.asarray(y_train))

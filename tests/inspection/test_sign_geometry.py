@@ -1,4 +1,4 @@
-"""Tests for sksign.metrics._geometry (loo_purity, sign_gap)."""
+"""Tests for sksign.inspection: loo_purity and sign_gap (sign geometry)."""
 
 import numpy as np
 import pytest
@@ -6,11 +6,11 @@ from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sksign.estimators import HTAFNetClassifier
-from sksign.estimators._sign_knn import SignKNNClassifier
-from sksign.metrics._geometry import loo_purity, sign_gap
-from sksign.metrics.pairwise import pack_bits
-from sksign.transformers._sign_codes import SignCodeTransformer
+import sksign.metrics
+from sksign.estimators import HTAFNetClassifier, SignKNNClassifier
+from sksign.inspection import loo_purity, sign_gap
+from sksign.kernels import pack_bits
+from sksign.transformers import SignCodeTransformer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -95,7 +95,8 @@ def test_sign_gap(fitted, digits):
     knn = SignKNNClassifier(3).fit(sct.transform(X_train), y_train)
     assert res.knn_accuracy == knn.score(sct.transform(X_test), y_test)
     assert res.gap == pytest.approx(res.knn_error - res.net_error)
-    assert res.n_bits == 64 and res.layers == ["act0"]
+    assert res.n_bits == 64
+    assert res.layers == ["act0"]
     assert "sign-kNN" in res.definition
     assert -1.0 <= res.gap <= 1.0
 
@@ -114,3 +115,13 @@ def test_sign_gap_pipeline_and_mlp(digits):
     res = sign_gap(mlp, X_train, y_train, X_test, y_test, layers="all")
     assert res.net_accuracy == mlp.score(X_test, y_test)
     assert res.n_bits == 32
+
+
+def test_old_import_path_still_works():
+    """Check sksign.metrics keeps re-exporting the sign geometry functions."""
+    from sksign.metrics import loo_purity as old_purity
+    from sksign.metrics import sign_gap as old_gap
+
+    assert old_purity is loo_purity
+    assert old_gap is sign_gap
+    assert {"loo_purity", "sign_gap"} <= set(sksign.metrics.__all__)

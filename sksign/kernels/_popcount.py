@@ -2,13 +2,15 @@
 
 Every kernel takes codes as C-contiguous ``uint64`` arrays of shape
 ``(n_codes, n_words)`` whose padding bits are zero (see
-:func:`sksign.metrics.pairwise._as_words`), so the Hamming distance of two rows is
+:func:`sksign.kernels.packed_to_words`), so the Hamming distance of two rows is
 the sum over words of ``popcount(a ^ b)``. The kernels are serial and release the
-GIL (``nogil=True``); :mod:`sksign.metrics.pairwise` runs them on several threads.
+GIL (``nogil=True``); :mod:`sksign.kernels._words` runs them on several threads.
 """
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir

@@ -24,6 +24,8 @@ from torch.utils.hooks import RemovableHandle
 
 __all__ = [
     "ActivationCapture",
+    "HookSpec",
+    "call_key",
     "capture_activations",
     "forward_hooks",
     "temporarily_eval",
@@ -32,6 +34,31 @@ __all__ = [
 #: A hook to attach: ``(module, fn)``; ``fn`` has torch's forward (pre-)hook
 #: signature.
 HookSpec = tuple[nn.Module, Callable[..., Any]]
+
+
+def call_key(name: str, i: int) -> str:
+    """Key of call `i` of a layer in one forward pass: ``name``, ``name#1``, ...
+
+    The sign code names a module called several times per forward this way;
+    the interventions key their per-call magnitudes alike.
+
+    Parameters
+    ----------
+    name : str
+        The layer's name.
+    i : int
+        The 0-based call number within one forward pass.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> call_key("act0", 0), call_key("act0", 2)
+    ('act0', 'act0#2')
+    """
+    return name if i == 0 else f"{name}#{i}"
 
 
 @contextmanager
@@ -139,6 +166,14 @@ class ActivationCapture:
         pre-activation for an activation module), in call order.
     outputs : dict of str to list of torch.Tensor
         The output tensor of each call of a layer, in call order.
+
+    Examples
+    --------
+    >>> import torch
+    >>> cap = ActivationCapture(inputs={"act": [torch.zeros(2, 3)]})
+    >>> cap.clear()
+    >>> cap.inputs
+    {'act': []}
     """
 
     inputs: dict[str, list[torch.Tensor]] = field(default_factory=dict)
@@ -178,7 +213,8 @@ def capture_activations(
         The modules to watch, by name (as :func:`resolve_layers` returns).
     inputs : bool, default=True
         Keep each call's first tensor argument (a forward pre-hook; taken
-        before the call, so an in-place activation cannot overwrite it).
+        before the call, and copied for a module with ``inplace=True``, so an
+        in-place activation cannot overwrite it).
     outputs : bool, default=False
         Keep each call's output tensor (a forward hook).
     detach : bool, default=True
@@ -203,21 +239,32 @@ def capture_activations(
     """
     cap = ActivationCapture()
 
-    def keep(store: dict[str, list[torch.Tensor]], name: str, value: Any) -> None:
+    def keep(
+        store: dict[str, list[torch.Tensor]],
+        name: str,
+        value: Any,
+        copy: bool = False,
+    ) -> None:
         tensor = _first_tensor(value)
         if tensor is not None:
-            store[name].append(tensor.detach() if detach else tensor)
+            tensor = tensor.detach() if detach else tensor
+            store[name].append(tensor.clone() if copy else tensor)
 
     pre: list[HookSpec] = []
     post: list[HookSpec] = []
     for name, module in layers.items():
         if inputs:
             cap.inputs[name] = []
-            pre.append((module, lambda _m, args, n=name: keep(cap.inputs, n, args)))
+            # an in-place activation overwrites its input: keep a copy
+            inplace = bool(getattr(module, "inplace", False))
+            pre.append(
+                (
+                    module,
+                    lambda _m, args, n=name, c=inplace: keep(cap.inputs, n, args, c),
+                )
+            )
         if outputs:
             cap.outputs[name] = []
-            post.append(
-                (module, lambda _m, _a, out, n=name: keep(cap.outputs, n, out))
-            )
+            post.append((module, lambda _m, _a, out, n=name: keep(cap.outputs, n, out)))
     with forward_hooks(pre, post, eval_mode=eval_mode):
         yield cap

@@ -1,0 +1,219 @@
+"""Parameter constraints and shared parameter docs of the skorch nets."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from torch import nn
+
+from sksign._compat import Interval, Options, StrOptions
+from sksign.nn import ACTIVATIONS, ARCHITECTURES, BACKBONES
+
+__all__ = [
+    "CLASSIFIER_CONSTRAINTS",
+    "DOCS",
+    "HTAF_CONSTRAINTS",
+    "ICBM_CONSTRAINTS",
+    "REPULSION_CONSTRAINTS",
+    "SKORCH_CONSTRAINTS",
+    "NumberInterval",
+]
+
+
+class NumberInterval(Interval):
+    """An :class:`Interval` that refuses bools and names half-lines in words.
+
+    ``True`` is not a batch size, and "a positive real number" reads better
+    than "a float in the range (0.0, inf)" in scikit-learn's message
+    ``The 'lr' parameter of HTAFNetClassifier must be ... Got ... instead.``
+
+    Examples
+    --------
+    >>> from numbers import Integral, Real
+    >>> at_least_one = NumberInterval(Integral, 1, None, closed="left")
+    >>> at_least_one.is_satisfied_by(3), at_least_one.is_satisfied_by(True)
+    (True, False)
+    >>> str(at_least_one), str(NumberInterval(Real, 0, None, closed="neither"))
+    ('an integer >= 1', 'a positive real number')
+    """
+
+    def is_satisfied_by(self, val):
+        if isinstance(val, bool | np.bool_):
+            return False
+        return super().is_satisfied_by(val)
+
+    def __str__(self):
+        if self.right is not None or self.left is None:
+            return super().__str__()
+        closed = self.closed in ("left", "both")
+        if self.type is Integral:
+            return f"an integer {'>=' if closed else '>'} {self.left}"
+        if self.left == 0:
+            return f"a {'non-negative' if closed else 'positive'} real number"
+        return f"a real number {'>=' if closed else '>'} {self.left}"
+
+
+_POSITIVE = NumberInterval(Real, 0, None, closed="neither")
+_NON_NEGATIVE = NumberInterval(Real, 0, None, closed="left")
+_AT_LEAST_ONE = NumberInterval(Integral, 1, None, closed="left")
+_NON_NEGATIVE_INT = NumberInterval(Integral, 0, None, closed="left")
+
+#: skorch's own parameters, as scikit-learn constraints. "no_validation" where
+#: skorch checks the value itself or takes more than a constraint can say.
+SKORCH_CONSTRAINTS: dict = {
+    "module": [None, callable],
+    "criterion": [callable],
+    "optimizer": [callable],
+    "lr": [_POSITIVE],
+    "max_epochs": [_AT_LEAST_ONE],
+    # skorch's convention: -1 is the whole data set in one batch
+    "batch_size": [_AT_LEAST_ONE, Options(Integral, {-1})],
+    "iterator_train": [callable],
+    "iterator_valid": [callable],
+    # a Dataset class, a partial or an initialised Dataset (skorch's get_dataset)
+    "dataset": "no_validation",
+    "train_split": [None, callable],
+    "callbacks": [None, StrOptions({"disable"}), list, tuple],
+    "predict_nonlinearity": [None, StrOptions({"auto"}), callable],
+    "warm_start": ["boolean"],
+    "verbose": ["verbose"],
+    "device": [None, str, torch.device],
+    "compile": ["boolean"],
+    # skorch's _validate_params names the valid values
+    "use_caching": "no_validation",
+    "torch_load_kwargs": [None, dict],
+    "iterator_train__shuffle": ["boolean"],
+}
+
+#: What every sksign net adds to skorch's parameters.
+_NET_CONSTRAINTS: dict = {
+    "hidden_layer_sizes": [Integral, "array-like"],
+    "alpha0": [_POSITIVE],
+    "alpha1": [_POSITIVE],
+    "input_shape": [None, "array-like"],
+    "conv_channels": [Integral, "array-like"],
+    "relaxation_gap": ["boolean", StrOptions({"auto"})],
+    "random_state": ["random_state"],
+}
+
+CLASSIFIER_CONSTRAINTS: dict = {"classes": [None, "array-like"]}
+
+HTAF_CONSTRAINTS: dict = {
+    **SKORCH_CONSTRAINTS,
+    **_NET_CONSTRAINTS,
+    "activation": [StrOptions(set(ACTIVATIONS))],
+    # a module class, checked to be an nn.Module subclass by the net
+    "architecture": [StrOptions(set(ARCHITECTURES)), type],
+    "time_steps": [_AT_LEAST_ONE],
+}
+
+REPULSION_CONSTRAINTS: dict = {
+    "sign_repulsion": [_NON_NEGATIVE],
+    "repulsion_tau": [_POSITIVE],
+    "repulsion_warmup": [_NON_NEGATIVE_INT],
+    "repulsion_ramp": [_NON_NEGATIVE_INT],
+    # resolved on the built net, naming the valid layers (resolve_layers)
+    "repulsion_layers": "no_validation",
+}
+
+ICBM_CONSTRAINTS: dict = {
+    **SKORCH_CONSTRAINTS,
+    **_NET_CONSTRAINTS,
+    **CLASSIFIER_CONSTRAINTS,
+    # the net is built from backbone: skorch's module stays None
+    "module": [None],
+    "backbone": [StrOptions(set(BACKBONES)), nn.Module],
+    "n_concepts": [_AT_LEAST_ONE],
+    "backbone_activation": [StrOptions(set(ACTIVATIONS))],
+    "concept_activation": [StrOptions(set(ACTIVATIONS))],
+    "freeze_backbone": ["boolean"],
+}
+
+#: Parameter and attribute text the nets share, for sksign._docstrings.Substitution.
+DOCS: dict = {
+    "training": """
+        optimizer : torch optimizer class, default=torch.optim.Adam
+            skorch's optimizer (Adam trains well where skorch's SGD default
+            does not).
+        lr : float, default=1e-3
+            Learning rate.
+        max_epochs : int, default=20
+            Number of epochs.
+        batch_size : int, default=128
+            Mini-batch size (-1: the whole data set in one batch); batches are
+            shuffled every epoch (`iterator_train__shuffle`).
+        train_split : callable or None, default=None
+            skorch's validation split, e.g. ``skorch.dataset.ValidSplit(5)``.
+            None trains on all of X, like scikit-learn's estimators.""",
+    "tail": """
+        relaxation_gap : bool or "auto", default="auto"
+            Add the :class:`~sksign.estimators.RelaxationGap` callback, which
+            records the exact-step vs smooth accuracy and the binarization rate
+            into ``history_`` every epoch. "auto" adds it when ``verbose > 0``.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the weight initialisation and the shuffling of batches; the
+            same value gives the same model.
+        device : str or torch.device, default="cpu"
+            Where the net trains ("cuda" where available).
+        verbose : int, default=0
+            skorch's progress output (a table per epoch) when > 0.
+        iterator_train__shuffle : bool, default=True
+            Shuffle the training batches every epoch (skorch's parameter).
+        **kwargs
+            Any other skorch parameter (``callbacks``, ``iterator_train__*``,
+            ``module__*``, ``optimizer__*``, ...).""",
+    "fitted": """
+        module_ : nn.Module
+            The fitted network.
+        history_ : skorch.History
+            Per-epoch losses, timings and, with ``relaxation_gap``, the
+            exact-step gap and binarization rate.
+        n_features_in_ : int
+            Number of features seen during fit (the flattened image size for
+            4-D input).
+        feature_names_in_ : ndarray of shape (n_features_in_,)
+            Column names, when X was a DataFrame with string column names.
+        input_shape_ : tuple of int or None
+            Image shape used by the net (``architecture="cnn"``, or a backbone
+            that takes images).""",
+    "architecture": """
+        hidden_layer_sizes : int or tuple of int, default=(256, 256)
+            Width of each hidden (dense) layer.
+        activation : {"htaf", "ste", "scaled_sigmoid", "relu", "silu", "gelu", \
+"tanh"}, default="htaf"
+            Hidden activation. The first three are step-like: smooth (or
+            straight-through) in training and the exact step ``1[x >= 0]`` at
+            inference, so hidden units are bits. "scaled_sigmoid" uses
+            ``k = alpha0 * alpha1``.
+        alpha0 : float, default=2.0
+            HTAF inner scale (tail decay rate). A top-level parameter, so
+            ``GridSearchCV(net, {"alpha0": ..., "alpha1": ...})`` works directly.
+        alpha1 : float, default=11.0
+            HTAF outer scale. Keep ``alpha0 * alpha1 ~ 22`` (see
+            :func:`sksign.nn.activations.htaf_grid`).
+        architecture : {"mlp", "cnn", "bnn", "snn"} or nn.Module subclass, \
+default="mlp"
+            Built-in net: "mlp" (with a step-like activation, a deep Heaviside
+            net), "cnn", "bnn" (binary weights and activations with real-valued
+            shortcuts, Bi-Real style) or "snn" (integrate-and-fire neurons over
+            ``time_steps``); or a module class instantiated as
+            ``architecture(n_features=..., n_outputs=..., **module_params)``
+            with the ``module__*`` parameters.
+        input_shape : tuple of int, default=None
+            ``(channels, height, width)`` of one image for ``architecture="cnn"``
+            when X holds flat rows; None infers it from 4-D X or, for flat rows,
+            a square one-channel image.
+        conv_channels : tuple of int, default=(16, 32)
+            Channels of the conv blocks (``architecture="cnn"`` only).
+        module : nn.Module class or instance, default=None
+            skorch's ``module``; when given, it replaces ``architecture``.""",
+    "time_steps": """
+        time_steps : int, default=4
+            Simulation steps of the integrate-and-fire neurons
+            (``architecture="snn"`` only).""",
+}

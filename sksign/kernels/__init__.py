@@ -1,0 +1,45 @@
+"""Packed-bit kernels: bit packing and popcount Hamming distances and k-NN search.
+
+Numpy and numba only (no torch): codes are packed 8 bits per byte, most
+significant bit first (as :func:`numpy.packbits`), and compared as 64-bit words
+with XOR + popcount. :mod:`sksign.metrics.pairwise` re-exports the packing and
+distance functions under their older public path; the estimators build on the
+word-level functions.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from sksign.kernels._packing import (
+    as_bits,
+    check_n_bits,
+    check_packed,
+    pack_bits,
+    packed_to_words,
+    unpack_bits,
+)
+from sksign.kernels._pairwise import (
+    auto_batch_size,
+    packed_hamming_distances,
+    packed_kneighbors,
+)
+from sksign.kernels._words import (
+    effective_n_threads,
+    words_hamming_distances,
+    words_kneighbors,
+)
+
+__all__ = [
+    "as_bits",
+    "auto_batch_size",
+    "check_n_bits",
+    "check_packed",
+    "effective_n_threads",
+    "pack_bits",
+    "packed_hamming_distances",
+    "packed_kneighbors",
+    "packed_to_words",
+    "unpack_bits",
+    "words_hamming_distances",
+    "words_kneighbors",
+]

@@ -1,0 +1,118 @@
+"""The package's layer rules that a tool can check (see docs/architecture.rst).
+
+The import contracts themselves are import-linter's (``make lint`` runs
+``lint-imports``); these tests check what those contracts do not say: no
+import cycle at all, and forward hooks attached in one module only (the
+kernels' freedom from torch is checked in tests/kernels).
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+grimp = pytest.importorskip("grimp")
+
+PACKAGE = Path(__file__).resolve().parents[1] / "sksign"
+
+
+def _strongly_connected(graph):
+    """Tarjan's strongly connected components of ``{node: set(successors)}``."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _cycles(graph):
+    return [
+        sorted(c)
+        for c in _strongly_connected(graph)
+        if len(c) > 1 or next(iter(c)) in graph.get(next(iter(c)), ())
+    ]
+
+
+@pytest.fixture(scope="module")
+def import_graph():
+    return grimp.build_graph("sksign")
+
+
+def test_tarjan_finds_a_cycle():
+    """Check the cycle finder itself on a graph with and without a cycle."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"]
+    ]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_no_import_cycle_between_modules(import_graph):
+    """Check that no module of sksign imports itself through others.
+
+    Function-level imports count too: a cycle hidden inside a function is
+    still a cycle.
+    """
+    graph = {
+        m: import_graph.find_modules_directly_imported_by(m)
+        for m in import_graph.modules
+    }
+    assert _cycles(graph) == []
+
+
+def test_no_import_cycle_between_subpackages(import_graph):
+    """Check that the subpackages (nn, kernels, estimators, ...) form no cycle."""
+
+    def unit(module):
+        parts = module.split(".")
+        return ".".join(parts[:2])
+
+    graph = {}
+    for m in import_graph.modules:
+        for target in import_graph.find_modules_directly_imported_by(m):
+            if unit(target) != unit(m):
+                graph.setdefault(unit(m), set()).add(unit(target))
+    assert _cycles(graph) == []
+
+
+def _hook_registrations(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("register_forward_hook", "register_forward_pre_hook")
+    ]
+
+
+def test_forward_hooks_are_attached_inside_sksign_nn_only():
+    """Check that every forward hook of the library goes through sksign.nn."""
+    outside = {
+        str(p.relative_to(PACKAGE)): lines
+        for p in PACKAGE.rglob("*.py")
+        if "nn" not in p.relative_to(PACKAGE).parts[:1]
+        and (lines := _hook_registrations(p))
+    }
+    assert outside == {}
+    inside = [p for p in (PACKAGE / "nn").rglob("*.py") if _hook_registrations(p)]
+    assert len(inside) == 1, inside
