@@ -23,6 +23,7 @@ _PUBLIC = {
     "HTAFNetRegressor": "sksign.estimators",
     "ICBMClassifier": "sksign.estimators",
     "SignKNNClassifier": "sksign.estimators",
+    "SignKNNRegressor": "sksign.estimators",
     "SignCodeTransformer": "sksign.transformers",
     "intervention_score": "sksign.metrics",
     "gate_dominance": "sksign.metrics",

@@ -8,6 +8,7 @@ from sksign.estimators import (
     HTAFNetRegressor,
     ICBMClassifier,
     SignKNNClassifier,
+    SignKNNRegressor,
 )
 from sksign.transformers import SignCodeTransformer
 
@@ -19,6 +20,7 @@ def _estimators():
         HTAFNetRegressor((32,), **small),
         ICBMClassifier(n_concepts=8, hidden_layer_sizes=(32,), **small),
         SignKNNClassifier(),
+        SignKNNRegressor(),
         SignCodeTransformer(random_state=0),
     ]
 

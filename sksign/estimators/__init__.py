@@ -7,6 +7,7 @@ from sksign.estimators._callbacks import RelaxationGap
 from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
 from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
 from sksign.estimators._sign_knn import SignKNNClassifier
+from sksign.estimators._sign_knn_regressor import SignKNNRegressor
 
 __all__ = [
     "ConceptRecord",
@@ -15,4 +16,5 @@ __all__ = [
     "ICBMClassifier",
     "RelaxationGap",
     "SignKNNClassifier",
+    "SignKNNRegressor",
 ]
