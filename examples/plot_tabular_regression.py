@@ -9,18 +9,24 @@ unit is a bit. On two small tabular data sets (diabetes from scikit-learn,
 auto-mpg from mlxtend) we compare it with scikit-learn's
 :class:`~sklearn.neural_network.MLPRegressor` (ReLU) and
 :class:`~sklearn.linear_model.Ridge` in one 5-fold cross-validated table.
-Features are standardised inside the pipeline, and the target is
-standardised with :class:`~sklearn.compose.TransformedTargetRegressor`, so
-all nets see unit-scale inputs and outputs.
+
+The features are standardised by a
+:class:`~sklearn.preprocessing.StandardScaler` in each pipeline (the net
+does not scale X itself). The raw targets go straight in:
+``HTAFNetRegressor`` standardises them inside (``standardize_target=True``,
+its default) and maps its predictions back, so it runs with its defaults
+and needs no :class:`~sklearn.compose.TransformedTargetRegressor`.
 """
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from sklearn.compose import TransformedTargetRegressor
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import KFold, cross_validate
 from sklearn.neural_network import MLPRegressor
@@ -31,34 +37,23 @@ from sksign.datasets import load_autompg, load_diabetes
 from sksign.estimators import HTAFNetRegressor
 
 RANDOM_STATE = 0
+# MLPRegressor stops at max_iter=1000 on some folds before its tolerance is
+# met; the table below shows how well it does anyway.
+warnings.filterwarnings("ignore", category=ConvergenceWarning)
 
-
-def standardised(model):
-    """Standardise X (in the pipeline) and y (around the model)."""
-    return TransformedTargetRegressor(
-        regressor=make_pipeline(StandardScaler(), model), transformer=StandardScaler()
-    )
-
-
+# %%
+# The models
+# ----------
+# Every model sees standardised features; the targets (disease progression,
+# miles per gallon) stay in their own units.
 models = {
-    "HTAFNetRegressor (64, 64)": standardised(
-        HTAFNetRegressor(
-            (64, 64),
-            max_epochs=60,
-            batch_size=64,
-            lr=2e-3,
-            random_state=RANDOM_STATE,
-        )
+    "HTAFNetRegressor (defaults)": make_pipeline(
+        StandardScaler(), HTAFNetRegressor(random_state=RANDOM_STATE)
     ),
-    "MLPRegressor (64, 64)": standardised(
-        MLPRegressor(
-            hidden_layer_sizes=(64, 64),
-            max_iter=1000,
-            early_stopping=True,
-            random_state=RANDOM_STATE,
-        )
+    "MLPRegressor": make_pipeline(
+        StandardScaler(), MLPRegressor(max_iter=1000, random_state=RANDOM_STATE)
     ),
-    "Ridge": standardised(Ridge(alpha=1.0)),
+    "Ridge": make_pipeline(StandardScaler(), Ridge(alpha=1.0)),
 }
 data = {"diabetes": load_diabetes(), "auto-mpg": load_autompg()}
 

@@ -22,6 +22,8 @@ from sksign.estimators._params import (
     CLASSIFIER_CONSTRAINTS,
     DOCS,
     HTAF_CONSTRAINTS,
+    REGRESSOR_CONSTRAINTS,
+    REGRESSOR_DOCS,
     REPULSION_CONSTRAINTS,
 )
 from sksign.estimators._repulsion import SignRepulsionMixin
@@ -231,7 +233,7 @@ class HTAFNetClassifier(
         self.random_state = random_state
 
 
-@Substitution(**DOCS)
+@Substitution(**REGRESSOR_DOCS)
 class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
     """Neural-net regressor with HTAF (or any listed) hidden activations.
 
@@ -239,19 +241,42 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
     for tabular data. ``y`` may be 1-D or 2-D; predictions have the same
     number of dimensions as the ``y`` seen in fit.
 
+    The targets are standardised inside the estimator (``standardize_target``,
+    on by default): the net trains on ``(y - target_mean_) / target_scale_``
+    and ``predict`` maps its output back, so raw targets in any unit work
+    with the defaults. The features are not scaled: put a
+    :class:`~sklearn.preprocessing.StandardScaler` before the net in a
+    :class:`~sklearn.pipeline.Pipeline`.
+
     Parameters
     ----------
     {architecture}
     criterion : torch loss class, default=torch.nn.MSELoss
-        skorch's criterion; it receives the predictions and the float targets.
+        skorch's criterion; it receives the predictions and the standardised
+        float targets.
     {training}
     {time_steps}
+    standardize_target : bool, default=True
+        Learn the mean and standard deviation of each target column in
+        ``fit`` and train the net on the standardised targets; ``predict``
+        returns the inverse. A constant column keeps scale 1. ``warm_start``
+        and ``partial_fit`` keep the scaling of the first fit. False trains
+        on the targets as given (the losses in ``history_`` are then in the
+        targets' units).
     {tail}
 
     Attributes
     ----------
     n_outputs_ : int
         Number of regression targets.
+    target_mean_ : ndarray of shape (n_outputs_,)
+        Mean of each target column, learned in the first fit (zeros with
+        ``standardize_target=False``).
+    target_scale_ : ndarray of shape (n_outputs_,)
+        Standard deviation of each target column (1 for a constant column;
+        ones with ``standardize_target=False``). Both are kept as buffers of
+        ``module_``, so ``save_params``/``load_params`` carry them with the
+        weights.
     {fitted}
 
     See Also
@@ -260,25 +285,38 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
 
     Notes
     -----
-    Standardise X and y first (a ``Pipeline`` with ``StandardScaler`` and
-    ``TransformedTargetRegressor``) for best results; the defaults are
-    Adam ``lr=1e-3`` with shuffled batches and no internal validation split.
+    The net's own output (``forward``, ``module_``, the losses and the
+    :class:`~sksign.estimators.RelaxationGap` MSEs in ``history_``) is in
+    standardised units; ``predict`` and ``score`` are in the targets' units.
+    ``TransformedTargetRegressor`` is no longer needed for the target.
 
     Examples
     --------
     >>> import numpy as np
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
     >>> from sksign.estimators import HTAFNetRegressor
     >>> X = np.random.RandomState(0).rand(20, 3)
-    >>> reg = HTAFNetRegressor((8,), max_epochs=2, random_state=0).fit(X, X.sum(1))
-    >>> reg.predict(X[:3]).shape
+    >>> reg = HTAFNetRegressor((8,), max_epochs=2, random_state=0)
+    >>> model = make_pipeline(StandardScaler(), reg).fit(X, 100 * X.sum(1))
+    >>> model.predict(X[:3]).shape
     (3,)
+    >>> bool(reg.target_scale_[0] > 1)
+    True
     """
 
-    _parameter_constraints: ClassVar[dict] = dict(HTAF_CONSTRAINTS)
+    _parameter_constraints: ClassVar[dict] = {
+        **HTAF_CONSTRAINTS,
+        **REGRESSOR_CONSTRAINTS,
+    }
+
+    #: Buffers of ``module_`` holding the target scaling, so that
+    #: ``save_params`` and ``load_params`` carry it with the weights.
+    _TARGET_BUFFERS = ("sksign_target_mean", "sksign_target_scale")
 
     def __init__(
         self,
-        hidden_layer_sizes=(256, 256),
+        hidden_layer_sizes=(512, 512),
         *,
         activation="htaf",
         alpha0=2.0,
@@ -294,6 +332,7 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         batch_size=128,
         train_split=None,
         time_steps=4,
+        standardize_target=True,
         relaxation_gap="auto",
         random_state=None,
         device="cpu",
@@ -322,6 +361,7 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
+        self.standardize_target = standardize_target
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
 
@@ -334,6 +374,73 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
             raise ValueError(f"n_outputs must be >= 1; got {n_outputs}.")
         self.n_outputs_ = n_outputs
         self._y_ndim = 1 if n_outputs == 1 else 2
+        # no data to learn from: the identity, until load_params brings the
+        # saved scaling with the weights (module_'s buffers)
+        self._target_stats = (np.zeros(n_outputs), np.ones(n_outputs))
+
+    def _learn_target_stats(self, y):
+        """Mean and scale per target column (the identity when switched off)."""
+        n_outputs = y.shape[1]
+        if not self.standardize_target or len(y) == 0:
+            return np.zeros(n_outputs), np.ones(n_outputs)
+        mean, std = y.mean(axis=0), y.std(axis=0)
+        # a constant column (up to rounding, as in StandardScaler) keeps
+        # scale 1: its targets become 0, never a division by zero
+        constant = std <= 10 * np.finfo(np.float64).eps * np.abs(mean)
+        return mean, np.where(constant | (std == 0), 1.0, std)
+
+    def initialize_module(self):
+        """Build ``module_`` and attach the target scaling as its buffers.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from sksign.estimators import HTAFNetRegressor
+        >>> reg = HTAFNetRegressor((4,), random_state=0).initialize_for(3)
+        >>> reg.target_mean_, reg.target_scale_
+        (array([0.]), array([1.]))
+        """
+        super().initialize_module()
+        stats = getattr(self, "_target_stats", None)
+        if stats is None:  # initialize() before any data: the identity
+            n = self._n_outputs()
+            stats = (np.zeros(n), np.ones(n))
+        device = next(
+            (t.device for t in self.module_.parameters()), torch.device(self.device)
+        )
+        for name, value in zip(self._TARGET_BUFFERS, stats, strict=True):
+            tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), device=device)
+            self.module_.register_buffer(name, tensor)
+        return self
+
+    def _target_buffer(self, name):
+        module = vars(self).get("module_")
+        if module is None or name not in dict(module.named_buffers(recurse=False)):
+            raise AttributeError(
+                f"This {type(self).__name__} is not fitted yet: it has no target "
+                "scaling."
+            )
+        return module.get_buffer(name).detach().cpu().numpy().astype(np.float64)
+
+    @property
+    def target_mean_(self):
+        """Mean of each target column learned in the first fit.
+
+        Zeros with ``standardize_target=False``. Read from ``module_``'s
+        buffers, so ``load_params`` restores it with the weights.
+        """
+        return self._target_buffer(self._TARGET_BUFFERS[0])
+
+    @property
+    def target_scale_(self):
+        """Standard deviation of each target column learned in the first fit.
+
+        1 for a constant column, and ones with ``standardize_target=False``.
+        """
+        return self._target_buffer(self._TARGET_BUFFERS[1])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -361,16 +468,20 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         if not np.all(np.isfinite(y)):
             raise ValueError("Input y contains NaN or infinity.")
         check_consistent_length(X, y)
-        y2 = y.reshape(len(y), -1).astype(np.float32)
+        y2 = y.reshape(len(y), -1).astype(np.float64)
         if reset:
             self._y_ndim = y.ndim
             self.n_outputs_ = y2.shape[1]
+            self._target_stats = self._learn_target_stats(y2)
+            mean, scale = self._target_stats
         elif y2.shape[1] != self.n_outputs_:
             raise ValueError(
                 f"y has {y2.shape[1]} targets, but {type(self).__name__} was "
                 f"fitted with {self.n_outputs_}."
             )
-        return y2
+        else:  # warm_start / partial_fit: the scaling of the first fit
+            mean, scale = self.target_mean_, self.target_scale_
+        return ((y2 - mean) / scale).astype(np.float32)
 
     def _fit_data(self, X, y, *, warm):
         X = check_net_X(self, X, reset=not warm)
@@ -467,6 +578,7 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         """
         X = self._rows(X)
         out = self._forward_numpy(X).reshape(len(X), -1)
+        out = out * self.target_scale_ + self.target_mean_
         return out.ravel() if self._y_ndim == 1 else out
 
     @property
