@@ -13,12 +13,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._compat import _fit_context, _get_weights
+from sksign._docstrings import Substitution
 from sksign._utils import is_batch_iterator, restore_state_on_error, stream_batches
-from sksign.estimators._sign_knn_base import SignKNNBase
+from sksign.estimators._sign_knn_base import SIGN_KNN_DOCS, SignKNNBase
 
 __all__ = ["SignKNNClassifier"]
 
 
+@Substitution(**SIGN_KNN_DOCS)
 class SignKNNClassifier(ClassifierMixin, SignKNNBase):
     """k-nearest-neighbours vote on bit codes, by normalised Hamming distance.
 
@@ -35,26 +37,12 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
     n_neighbors : int, default=5
         Number of neighbours that vote.
 
-    weights : {"uniform", "distance"}, default="uniform"
+    weights : {{"uniform", "distance"}}, default="uniform"
         "uniform": every neighbour counts once. "distance": neighbours count
         ``1 / distance``; when a query has neighbours at distance 0 they get all
         the weight, shared equally (as in scikit-learn).
 
-    packed : bool, default=False
-        If False, `X` holds one value per bit (0/1, +-1 or bool; the bit is
-        ``x > 0``). If True, `X` holds packed codes of dtype uint8, 8 bits per
-        byte, most significant bit first (see
-        :func:`sksign.kernels.pack_bits`).
-
-    n_bits : int, default=None
-        With ``packed=True``, the number of bits per row (padding bits past it
-        are ignored); None means ``8 * n_bytes``. With ``packed=False`` it must be
-        None or the number of features.
-
-    algorithm : {"auto", "popcount", "faiss"}, default="auto"
-        Search backend. "popcount" is the built-in numba kernel, "faiss" a faiss
-        binary index (``IndexBinaryFlat``, which gives the same neighbours in the
-        same order). "auto" is "popcount", or "faiss" when `approximate` is True.
+    {search_params}
 
     approximate : bool, default=False
         If True, search an approximate faiss ``IndexBinaryHNSW`` (for millions of
@@ -77,17 +65,7 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
     classes_ : ndarray of shape (n_classes,)
         Class labels.
 
-    n_features_in_ : int
-        Number of columns of `X` seen in `fit` (bytes when ``packed=True``).
-
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Names of features seen during `fit`, when `X` has string column names.
-
-    n_bits_ : int
-        Number of bits per code.
-
-    n_samples_fit_ : int
-        Number of training codes.
+    {fitted_attributes}
 
     See Also
     --------

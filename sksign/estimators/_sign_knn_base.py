@@ -39,7 +39,43 @@ from sksign.kernels import (
     words_kneighbors,
 )
 
-__all__ = ["SignKNNBase"]
+__all__ = ["SIGN_KNN_DOCS", "SignKNNBase"]
+
+
+#: Docstring pieces the two sign-code k-NN estimators share (see
+#: :class:`sksign._docstrings.Substitution`).
+SIGN_KNN_DOCS = {
+    "search_params": """\
+packed : bool, default=False
+    If False, `X` holds one value per bit (0/1, +-1 or bool; the bit is
+    ``x > 0``). If True, `X` holds packed codes of dtype uint8, 8 bits per
+    byte, most significant bit first (see
+    :func:`sksign.kernels.pack_bits`).
+
+n_bits : int, default=None
+    With ``packed=True``, the number of bits per row (padding bits past it
+    are ignored); None means ``8 * n_bytes``. With ``packed=False`` it must be
+    None or the number of features.
+
+algorithm : {"auto", "popcount", "faiss"}, default="auto"
+    Search backend. "popcount" is the built-in numba kernel, "faiss" a faiss
+    binary index (``IndexBinaryFlat``, which gives the same neighbours in the
+    same order). "auto" is "popcount", or "faiss" when `approximate` is True.
+""",
+    "fitted_attributes": """\
+n_features_in_ : int
+    Number of columns of `X` seen in `fit` (bytes when ``packed=True``).
+
+feature_names_in_ : ndarray of shape (n_features_in_,)
+    Names of features seen during `fit`, when `X` has string column names.
+
+n_bits_ : int
+    Number of bits per code.
+
+n_samples_fit_ : int
+    Number of training codes.
+""",
+}
 
 
 class SignKNNBase(BaseEstimator):
