@@ -78,6 +78,7 @@ _API_SECTIONS = (
     ("Binary nets", "sksign.nn.binary"),
     ("Spiking nets", "sksign.nn.spiking"),
     ("ICBM network", "sksign.nn.icbm"),
+    ("Batch-independent readout", "sksign.nn.readout"),
     ("Hooks, capture and sign recording", "sksign.nn.hooks"),
     ("Interventions on modules", "sksign.nn.interventions"),
     ("Losses", "sksign.nn.losses"),

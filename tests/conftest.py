@@ -30,28 +30,6 @@ def digits():
     return train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
 
 
-#: Checks that compare float32 outputs across batch shapes with atol=1e-7. The
-#: matrix-product kernels block rows differently for different batch shapes, so
-#: results can differ by one float32 ulp (about 2e-7) depending on the machine
-#: and the thread count: the outcome is platform noise, not behaviour.
-#: ``test_outputs_invariant_to_batch_subsets`` (tests/estimators) checks the
-#: property at float32 tolerance instead.
-FLOAT32_BATCH_SHAPE_CHECKS = frozenset({"check_methods_subset_invariance"})
-
-
-@pytest.fixture
-def run_sklearn_check():
-    """Run one scikit-learn check, skipping the float32 batch-shape ones."""
-
-    def run(check, estimator):
-        name = getattr(check, "func", check).__name__
-        if name in FLOAT32_BATCH_SHAPE_CHECKS:
-            pytest.skip(f"{name}: float32 outputs differ by 1 ulp across batch shapes")
-        check(estimator)
-
-    return run
-
-
 class HostTransfers:
     """(dtype, shape) of each tensor moved to the host by ``.cpu()``, ``.numpy()``."""
 

@@ -27,9 +27,9 @@ def _estimators():
 
 # No expected failures: every check passes for every estimator.
 @parametrize_with_checks(_estimators(), xfail_strict=True)
-def test_sklearn_compatible(estimator, check, run_sklearn_check):
+def test_sklearn_compatible(estimator, check):
     """Check the estimators follow scikit-learn's API conventions."""
-    run_sklearn_check(check, estimator)
+    check(estimator)
 
 
 @pytest.mark.parametrize(

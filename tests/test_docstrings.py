@@ -22,6 +22,7 @@ PUBLIC_MODULES = (
     "sksign.nn.binary",
     "sksign.nn.spiking",
     "sksign.nn.icbm",
+    "sksign.nn.readout",
     "sksign.nn.hooks",
     "sksign.nn.interventions",
     "sksign.nn.losses",

@@ -34,6 +34,7 @@ from torch import nn
 
 from sksign.nn._validation import check_option, check_sizes, check_step_activation
 from sksign.nn.activations import STEP_ACTIVATIONS, StepActivation, make_activation
+from sksign.nn.readout import Readout
 
 __all__ = ["BinaryLinear", "BinaryMLP", "binary_sign"]
 
@@ -234,7 +235,7 @@ class BinaryMLP(nn.Module):
             shortcut = nn.Identity() if width == n_in else nn.Linear(n_in, width, False)
             self.add_module(f"short{i}", shortcut)
             n_in = width
-        self.out = nn.Linear(n_in, n_outputs)
+        self.out = Readout(n_in, n_outputs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)

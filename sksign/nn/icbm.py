@@ -29,6 +29,7 @@ from sksign.nn._validation import check_n_concepts, check_sizes
 from sksign.nn.activations import ACTIVATIONS, StepActivation, make_activation
 from sksign.nn.hooks import temporarily_eval
 from sksign.nn.modules import SmallCNN, dense_stack
+from sksign.nn.readout import Readout
 
 # check_n_concepts keeps its old path (sksign.nn.icbm.check_n_concepts)
 __all__ = [
@@ -233,7 +234,7 @@ class ICBMNet(nn.Module):
                 p.requires_grad_(False)
         self.fc = nn.Linear(width, n_concepts)
         self.concepts = make_activation(concept_activation, alpha0, alpha1)
-        self.head = nn.Linear(n_concepts, n_outputs)
+        self.head = Readout(n_concepts, n_outputs)
         self.n_concepts = n_concepts
         self.step_concepts = isinstance(self.concepts, StepActivation)
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from sksign.nn._validation import check_sizes
 from sksign.nn.activations import ACTIVATIONS, STEP_ACTIVATIONS, make_activation
+from sksign.nn.readout import Readout
 
 __all__ = [
     "ACTIVATIONS",
@@ -108,7 +109,7 @@ class MLP(nn.Sequential):
         sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
         layers: OrderedDict = OrderedDict()
         n_in = dense_stack(layers, n_features, sizes, activation, alpha0, alpha1)
-        layers["out"] = nn.Linear(n_in, n_outputs)
+        layers["out"] = Readout(n_in, n_outputs)
         super().__init__(layers)
 
 
@@ -173,5 +174,5 @@ class SmallCNN(nn.Sequential):
             c = out_c
         layers["flatten"] = nn.Flatten()
         n_in = dense_stack(layers, c * h * w, sizes, activation, alpha0, alpha1)
-        layers["out"] = nn.Linear(n_in, n_outputs)
+        layers["out"] = Readout(n_in, n_outputs)
         super().__init__(layers)

@@ -42,6 +42,7 @@ from sksign.nn.activations import (
     heaviside,
     make_activation,
 )
+from sksign.nn.readout import Readout
 
 # check_time_steps keeps its old public path (sksign.nn.spiking.check_time_steps)
 __all__ = ["IFNeuron", "SpikingMLP", "check_time_steps"]
@@ -234,7 +235,7 @@ class SpikingMLP(nn.Module):
                 IFNeuron(activation, alpha0, alpha1, threshold=threshold, reset=reset),
             )
             n_in = width
-        self.out = nn.Linear(n_in, n_outputs)
+        self.out = Readout(n_in, n_outputs)
 
     def _bn(self, i: int, z: torch.Tensor) -> torch.Tensor:
         if not self.batch_norm:
