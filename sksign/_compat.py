@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 from sklearn.utils._set_output import _get_output_config
-from sklearn.utils.validation import _check_feature_names_in
+from sklearn.utils.validation import _check_feature_names_in, _check_sample_weight
 
 __all__ = [
     "HasMethods",
@@ -28,6 +28,7 @@ __all__ = [
     "Options",
     "StrOptions",
     "_check_feature_names_in",
+    "_check_sample_weight",
     "_fit_context",
     "_get_output_config",
     "_get_weights",

@@ -40,12 +40,13 @@ def _split_images(X):
 
 
 def check_net_X(net, X, *, reset: bool = False):
-    """Validate `X` for the sksign net `net` and return float32 rows.
+    """Validate `X` for the sksign net `net` and return rows of its dtype.
 
     Images (N, C, H, W) or (N, H, W) are flattened to rows; torch Datasets
     (skorch passes its validation split to the scoring callbacks) pass through
     unchanged. With ``reset=True`` (fit) the feature count, the column names
     and the image shape are recorded on `net`; otherwise X must match them.
+    The rows are float32, or float64 for a net with ``dtype="float64"``.
 
     Parameters
     ----------
@@ -58,8 +59,8 @@ def check_net_X(net, X, *, reset: bool = False):
 
     Returns
     -------
-    X : ndarray of shape (n_samples, n_features), dtype float32, or Dataset
-        C-contiguous rows.
+    X : ndarray of shape (n_samples, n_features), or Dataset
+        C-contiguous rows of the net's dtype (float32 by default).
 
     Examples
     --------
@@ -82,7 +83,8 @@ def check_net_X(net, X, *, reset: bool = False):
                 f"{tuple(net.input_shape)} was given; leave input_shape=None "
                 "for image input or make them agree."
             )
-    X = validate_data(net, X, reset=reset, dtype=np.float32)
+    dtype = np.dtype(getattr(net, "dtype", "float32"))
+    X = validate_data(net, X, reset=reset, dtype=dtype)
     if reset:
         net._image_shape = shape
     else:
@@ -93,4 +95,4 @@ def check_net_X(net, X, *, reset: bool = False):
                     f"X has images of shape {shape}, but {type(net).__name__} "
                     f"was fitted on images of shape {fitted_shape}."
                 )
-    return np.ascontiguousarray(X, dtype=np.float32)
+    return np.ascontiguousarray(X, dtype=dtype)

@@ -3,13 +3,14 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
-from sksign.estimators._callbacks import RelaxationGap
+from sksign.estimators._callbacks import AlphaAnnealing, RelaxationGap
 from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
 from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
 from sksign.estimators._sign_knn import SignKNNClassifier
 from sksign.estimators._sign_knn_regressor import SignKNNRegressor
 
 __all__ = [
+    "AlphaAnnealing",
     "ConceptRecord",
     "HTAFNetClassifier",
     "HTAFNetRegressor",

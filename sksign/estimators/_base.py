@@ -95,7 +95,7 @@ class NetBase:
         """Checks the constraints cannot express (class vs instance, ...)."""
 
     def _check_early_stopping(self):
-        if self.train_split is not None:
+        if self.train_split is not None or getattr(self, "early_stopping", False):
             return
         # skorch's EarlyStopping watches valid_loss by default, which a net
         # without a validation split never records
@@ -239,17 +239,19 @@ class NetBase:
         """
         super().initialize_callbacks()
         gap = self.relaxation_gap
-        want = bool(self.verbose) if isinstance(gap, str) else bool(gap)
-        names = [name for name, _ in self.callbacks_]
-        if want and "relaxation_gap" not in names:
-            pos = len(self.callbacks_)
-            for i, (_, cb) in enumerate(self.callbacks_):
-                if isinstance(cb, PrintLog):
-                    pos = i
-                    break
-            cb = RelaxationGap().initialize()
-            self.callbacks_.insert(pos, ("relaxation_gap", cb))
+        if bool(self.verbose) if isinstance(gap, str) else bool(gap):
+            # before the progress table, so that it prints the gap's columns
+            logs = [isinstance(cb, PrintLog) for _, cb in self.callbacks_]
+            pos = logs.index(True) if True in logs else len(logs)
+            self._add_callback("relaxation_gap", RelaxationGap, pos)
         return self
+
+    def _add_callback(self, name, make, position=None):
+        """Insert ``make()`` as callback `name`, unless the user passed one."""
+        if name in dict(self.callbacks_):
+            return
+        position = len(self.callbacks_) if position is None else position
+        self.callbacks_.insert(position, (name, make().initialize()))
 
     def initialize_for(
         self, n_features_in, *, classes=None, n_outputs=None, input_shape=None

@@ -1,4 +1,4 @@
-"""skorch callback that records the relaxation gap of step-like nets."""
+"""skorch callbacks of the HTAF nets: the relaxation gap and alpha0 annealing."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -10,9 +10,9 @@ import torch
 from sklearn.base import is_classifier
 from skorch.callbacks import Callback
 
-from sksign.nn import StepActivation, force_step_mode, forward_hooks
+from sksign.nn import HTAF, StepActivation, force_step_mode, forward_hooks
 
-__all__ = ["RelaxationGap"]
+__all__ = ["AlphaAnnealing", "RelaxationGap"]
 
 
 class RelaxationGap(Callback):
@@ -122,10 +122,115 @@ class RelaxationGap(Callback):
             net.history.record(f"{split}_acc_step", acc_step)
             net.history.record("relaxation_gap", acc_smooth - acc_step)
         else:
+            separate = getattr(net, "_targets_and_weights", lambda t: (t, None))
+            y, weight = separate(y)
             y = y.reshape(smooth.shape)
-            mse_smooth = float(np.mean((smooth - y) ** 2))
-            mse_step = float(np.mean((step - y) ** 2))
+            mse_smooth = _mean_squared_error(smooth, y, weight)
+            mse_step = _mean_squared_error(step, y, weight)
             net.history.record(f"{split}_mse_smooth", mse_smooth)
             net.history.record(f"{split}_mse_step", mse_step)
             net.history.record("relaxation_gap", mse_step - mse_smooth)
         net.history.record("binarization_rate", rate)
+
+
+def _mean_squared_error(pred, y, weight):
+    """Mean squared error over targets, rows weighted when weights are given."""
+    per_row = ((pred - y) ** 2).reshape(len(y), -1).mean(axis=1)
+    return float(np.average(per_row, weights=weight))
+
+
+class AlphaAnnealing(Callback):
+    """Raise HTAF's ``alpha0`` geometrically from a start value during training.
+
+    At the start of epoch ``e`` (0-based) every :class:`~sksign.nn.HTAF`
+    module of the net gets
+
+    ``alpha0_e = start * (alpha0 / start) ** min(1, e / (n - 1))``,
+    ``n = min(epochs, max_epochs)``,
+
+    so training begins with a smooth activation (a small ``alpha0``: gradients
+    reach most units) and ends at the net's own ``alpha0``, the function that
+    the exact step is measured against (PAPERS.md: the epsilon bound depends
+    on ``alpha0`` and ``alpha1``). The schedule always ends at ``alpha0``
+    within the fit's epochs; ``partial_fit`` and ``warm_start`` rounds after
+    it train at ``alpha0``. ``alpha1`` is left alone.
+
+    Added by :class:`~sksign.estimators.HTAFNetRegressor` and
+    :class:`~sksign.estimators.HTAFNetClassifier` when their ``alpha0_start``
+    is set (the regressor's default).
+
+    Parameters
+    ----------
+    start : float
+        ``alpha0`` of the first epoch (> 0).
+    epochs : int, default=16
+        Epochs over which ``alpha0`` rises (the last of them trains at the
+        net's ``alpha0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.estimators import AlphaAnnealing, HTAFNetRegressor
+    >>> X = np.random.RandomState(0).rand(30, 3)
+    >>> reg = HTAFNetRegressor((8,), max_epochs=3, alpha0_start=None, random_state=0,
+    ...                        callbacks=[("anneal", AlphaAnnealing(0.5, epochs=3))])
+    >>> reg.fit(X, X.sum(1)).module_.act0.alpha0
+    2.0
+    """
+
+    def __init__(self, start: float, epochs: int = 16) -> None:
+        self.start = start
+        self.epochs = epochs
+
+    def alpha0_at(self, epoch: int, alpha0: float, max_epochs: int) -> float:
+        """``alpha0`` of 0-based `epoch` for a net ending at `alpha0`.
+
+        Parameters
+        ----------
+        epoch : int
+            Index of the epoch, 0 for the first.
+        alpha0 : float
+            The net's final ``alpha0``.
+        max_epochs : int
+            The fit's number of epochs (the schedule fits inside it).
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> AlphaAnnealing(0.05, epochs=3).alpha0_at(1, 2.0, max_epochs=20)
+        0.316...
+        """
+        n = min(int(self.epochs), int(max_epochs))
+        t = 1.0 if n <= 1 else min(1.0, epoch / (n - 1))
+        return float(self.start * (alpha0 / self.start) ** t)
+
+    def on_epoch_begin(self, net, **kwargs):
+        """Set ``alpha0`` of every HTAF module for the epoch that starts.
+
+        Parameters
+        ----------
+        net : skorch.NeuralNet
+            The net being trained (its ``alpha0`` is the final value).
+        **kwargs : dict
+            Ignored.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sksign.estimators import AlphaAnnealing, HTAFNetRegressor
+        >>> X = np.random.RandomState(0).rand(30, 3)
+        >>> reg = HTAFNetRegressor((8,), max_epochs=1, random_state=0).fit(X, X[:, 0])
+        >>> AlphaAnnealing(0.5, epochs=4).on_epoch_begin(reg)  # epoch index 0
+        >>> reg.module_.act0.alpha0
+        0.5
+        """
+        if self.start <= 0:
+            raise ValueError(f"AlphaAnnealing needs start > 0; got {self.start!r}.")
+        epoch = len(net.history) - 1
+        alpha0 = self.alpha0_at(epoch, float(net.alpha0), net.max_epochs)
+        for module in net.module_.modules():
+            if isinstance(module, HTAF):
+                module.alpha0 = alpha0

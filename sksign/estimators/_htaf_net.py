@@ -11,9 +11,12 @@ import numpy as np
 import torch
 from sklearn.utils import check_consistent_length
 from skorch import NeuralNetClassifier, NeuralNetRegressor
+from skorch.callbacks import EarlyStopping
+from skorch.dataset import ValidSplit
+from skorch.utils import to_tensor
 from torch import nn
 
-from sksign._compat import InvalidParameterError
+from sksign._compat import InvalidParameterError, _check_sample_weight
 from sksign._docstrings import Substitution
 from sksign._validation import check_net_X
 from sksign.estimators._base import NetBase
@@ -27,6 +30,7 @@ from sksign.estimators._params import (
     REPULSION_CONSTRAINTS,
 )
 from sksign.estimators._repulsion import SignRepulsionMixin
+from sksign.estimators._training import StepTrainingMixin
 from sksign.nn import ARCHITECTURES, build_network, infer_input_shape
 
 __all__ = ["HTAFNetClassifier", "HTAFNetRegressor"]
@@ -95,12 +99,14 @@ class _ArchitectureMixin:
                 time_steps=self.time_steps,
                 **kwargs,
             )
-        self.module_ = module.to(self.device)
+        dtype = getattr(torch, getattr(self, "dtype", "float32"))
+        self.module_ = module.to(device=self.device, dtype=dtype)
         return self
 
 
 @Substitution(**DOCS)
 class HTAFNetClassifier(
+    StepTrainingMixin,
     SignRepulsionMixin,
     ClassifierNetMixin,
     _ArchitectureMixin,
@@ -123,6 +129,7 @@ class HTAFNetClassifier(
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         skorch's criterion; it receives the logits and the encoded labels.
     {training}
+    {steps}
     {time_steps}
     sign_repulsion : float, default=0.0
         Final weight lambda of the intra-class sign repulsion regulariser
@@ -191,6 +198,9 @@ class HTAFNetClassifier(
         batch_size=128,
         train_split=None,
         time_steps=4,
+        alpha0_start=None,
+        anneal_epochs=16,
+        inference="step",
         sign_repulsion=0.0,
         repulsion_tau=0.005,
         repulsion_warmup=50,
@@ -199,6 +209,7 @@ class HTAFNetClassifier(
         relaxation_gap="auto",
         random_state=None,
         device="cpu",
+        dtype="float32",
         verbose=0,
         iterator_train__shuffle=True,
         **kwargs,
@@ -224,6 +235,9 @@ class HTAFNetClassifier(
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
+        self.alpha0_start = alpha0_start
+        self.anneal_epochs = anneal_epochs
+        self.inference = inference
         self.sign_repulsion = sign_repulsion
         self.repulsion_tau = repulsion_tau
         self.repulsion_warmup = repulsion_warmup
@@ -231,10 +245,13 @@ class HTAFNetClassifier(
         self.repulsion_layers = repulsion_layers
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
+        self.dtype = dtype
 
 
 @Substitution(**REGRESSOR_DOCS)
-class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
+class HTAFNetRegressor(
+    StepTrainingMixin, _ArchitectureMixin, NetBase, NeuralNetRegressor
+):
     """Neural-net regressor with HTAF (or any listed) hidden activations.
 
     The regression twin of :class:`HTAFNetClassifier` (mean squared error),
@@ -255,6 +272,7 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         skorch's criterion; it receives the predictions and the standardised
         float targets.
     {training}
+    {steps}
     {time_steps}
     standardize_target : bool, default=True
         Learn the mean and standard deviation of each target column in
@@ -262,7 +280,22 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         returns the inverse. A constant column keeps scale 1. ``warm_start``
         and ``partial_fit`` keep the scaling of the first fit. False trains
         on the targets as given (the losses in ``history_`` are then in the
-        targets' units).
+        targets' units). With ``sample_weight`` the mean and standard
+        deviation are weighted.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training rows (a split seeded
+        by ``random_state``), stop when the validation loss (computed with
+        ``inference``, so the exact step by default) has not improved for
+        ``n_iter_no_change`` epochs, and restore the weights of the best
+        epoch (skorch's ``EarlyStopping(load_best=True)``). Off by default:
+        on the benchmark's small tables (diabetes, 442 rows) the rows it
+        holds out cost more than it saves (``benchmarks/README.md``). Raise
+        ``max_epochs`` with it. Needs ``train_split=None``.
+    validation_fraction : float, default=0.1
+        Share of the rows held out when ``early_stopping=True``.
+    n_iter_no_change : int, default=10
+        Epochs without a better validation loss before stopping
+        (``early_stopping=True``).
     {tail}
 
     Attributes
@@ -332,10 +365,17 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         batch_size=128,
         train_split=None,
         time_steps=4,
+        alpha0_start=0.05,
+        anneal_epochs=16,
+        inference="step",
         standardize_target=True,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
         relaxation_gap="auto",
         random_state=None,
         device="cpu",
+        dtype="float32",
         verbose=0,
         iterator_train__shuffle=True,
         **kwargs,
@@ -361,12 +401,82 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
+        self.alpha0_start = alpha0_start
+        self.anneal_epochs = anneal_epochs
+        self.inference = inference
         self.standardize_target = standardize_target
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
+        self.dtype = dtype
 
     def _n_outputs(self):
         return self.n_outputs_
+
+    def _check_param_instances(self):
+        super()._check_param_instances()
+        if self.early_stopping and self.train_split is not None:
+            raise InvalidParameterError(
+                f"early_stopping=True holds out its own validation split "
+                f"(validation_fraction={self.validation_fraction!r}); "
+                f"{type(self).__name__} got train_split={self.train_split!r} as "
+                "well. Leave train_split=None, or add skorch's EarlyStopping "
+                "callback to your own split."
+            )
+
+    def initialize_callbacks(self):
+        """skorch's callbacks, plus ``EarlyStopping`` when ``early_stopping``.
+
+        Returns
+        -------
+        self
+        """
+        super().initialize_callbacks()
+        if self.early_stopping:
+            self._add_callback(
+                "early_stopping",
+                lambda: EarlyStopping(
+                    monitor="valid_loss",
+                    patience=self.n_iter_no_change,
+                    load_best=True,
+                ),
+            )
+        return self
+
+    def get_split_datasets(self, X, y=None, **fit_params):
+        """skorch's split; with ``early_stopping``, a seeded hold-out.
+
+        Parameters
+        ----------
+        X, y : array-like
+            Training data and (standardised) targets.
+        **fit_params : dict
+            Passed to skorch.
+
+        Returns
+        -------
+        dataset_train, dataset_valid : Dataset
+            The training and validation data sets.
+        """
+        if not self.early_stopping:
+            return super().get_split_datasets(X, y, **fit_params)
+        split = ValidSplit(
+            self.validation_fraction, random_state=getattr(self, "_rng_seed", None)
+        )
+        return split(self.get_dataset(X, y), y, **fit_params)
+
+    def _before_training(self):
+        super()._before_training()
+        if getattr(self, "_weighted_training", False) and not hasattr(
+            self.criterion_, "reduction"
+        ):
+            raise TypeError(
+                f"sample_weight needs a criterion with a 'reduction' attribute "
+                f"(torch's losses have one); {type(self.criterion_).__name__} "
+                "has none."
+            )
 
     def _set_targets_for(self, classes=None, n_outputs=None):
         n_outputs = 1 if n_outputs is None else int(n_outputs)
@@ -378,12 +488,13 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         # saved scaling with the weights (module_'s buffers)
         self._target_stats = (np.zeros(n_outputs), np.ones(n_outputs))
 
-    def _learn_target_stats(self, y):
+    def _learn_target_stats(self, y, sample_weight=None):
         """Mean and scale per target column (the identity when switched off)."""
         n_outputs = y.shape[1]
         if not self.standardize_target or len(y) == 0:
             return np.zeros(n_outputs), np.ones(n_outputs)
-        mean, std = y.mean(axis=0), y.std(axis=0)
+        mean = np.average(y, axis=0, weights=sample_weight)
+        std = np.sqrt(np.average((y - mean) ** 2, axis=0, weights=sample_weight))
         # a constant column (up to rounding, as in StandardScaler) keeps
         # scale 1: its targets become 0, never a division by zero
         constant = std <= 10 * np.finfo(np.float64).eps * np.abs(mean)
@@ -449,6 +560,8 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         return tags
 
     def _prepare_targets(self, X, y, reset):
+        """Checked, standardised float32 targets; the rows' weights as one
+        more column when ``sample_weight`` was given."""
         if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y "
@@ -468,11 +581,16 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         if not np.all(np.isfinite(y)):
             raise ValueError("Input y contains NaN or infinity.")
         check_consistent_length(X, y)
+        weight = getattr(self, "_sample_weight_in", None)
+        if weight is not None:
+            weight = _check_sample_weight(
+                weight, X, dtype=np.float64, ensure_non_negative=True
+            )
         y2 = y.reshape(len(y), -1).astype(np.float64)
         if reset:
             self._y_ndim = y.ndim
             self.n_outputs_ = y2.shape[1]
-            self._target_stats = self._learn_target_stats(y2)
+            self._target_stats = self._learn_target_stats(y2, weight)
             mean, scale = self._target_stats
         elif y2.shape[1] != self.n_outputs_:
             raise ValueError(
@@ -481,7 +599,61 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
             )
         else:  # warm_start / partial_fit: the scaling of the first fit
             mean, scale = self.target_mean_, self.target_scale_
-        return ((y2 - mean) / scale).astype(np.float32)
+        targets = (y2 - mean) / scale
+        self._weighted_training = weight is not None
+        if weight is not None:
+            targets = np.column_stack([targets, weight])
+        return targets.astype(self.dtype)
+
+    def _fit_weighted(self, fit, X, y, sample_weight, fit_params):
+        """Run `fit` (the plain or partial fit) with the rows' weights."""
+        self._sample_weight_in = sample_weight
+        try:
+            return fit(X, y, fit_params)
+        finally:
+            self._sample_weight_in = None
+            self._weighted_training = False
+
+    def _targets_and_weights(self, y_true):
+        """Split a batch's targets into (targets, weights or None)."""
+        if getattr(self, "_weighted_training", False):
+            return y_true[:, :-1], y_true[:, -1]
+        return y_true, None
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """The criterion's loss; with ``sample_weight``, the weighted mean.
+
+        Parameters
+        ----------
+        y_pred : torch.Tensor
+            The net's output for a batch.
+        y_true : torch.Tensor
+            The batch's standardised targets (and weights, last column, in a
+            weighted fit).
+        X : object, default=None
+            The batch's input (unused).
+        training : bool, default=False
+            Whether the loss is for a training step.
+
+        Returns
+        -------
+        torch.Tensor
+            A scalar loss.
+        """
+        y_true = to_tensor(y_true, device=self.device)
+        y_true, weight = self._targets_and_weights(y_true)
+        if weight is None:
+            return super().get_loss(y_pred, y_true, X=X, training=training)
+        criterion = self.criterion_
+        reduction = criterion.reduction
+        criterion.reduction = "none"
+        try:
+            per_row = criterion(y_pred, y_true.reshape(y_pred.shape))
+        finally:
+            criterion.reduction = reduction
+        per_row = per_row.reshape(len(per_row), -1).mean(dim=1)
+        total = weight.sum()
+        return (weight * per_row).sum() / total.clamp_min(torch.finfo(total.dtype).tiny)
 
     def _fit_data(self, X, y, *, warm):
         X = check_net_X(self, X, reset=not warm)
@@ -491,7 +663,7 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         X = check_net_X(self, X, reset=first)
         return X, self._prepare_targets(X, y, reset=first)
 
-    def fit(self, X, y, **fit_params):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Initialise (unless ``warm_start``) and train the net.
 
         Parameters are checked first; a fit that fails leaves the estimator as
@@ -503,6 +675,12 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
             Training data.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row. The loss of a mini-batch is
+            ``sum(w_i * l_i) / sum(w_i)``, where ``l_i`` is the criterion's
+            loss of row ``i`` averaged over the targets (the criterion must
+            have a ``reduction`` attribute, as torch's losses do); the target
+            scaling is weighted too. None weighs every row 1.
         **fit_params : dict
             Passed to skorch's ``fit``.
 
@@ -520,9 +698,9 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         >>> reg.fit(X, np.column_stack([X.sum(1), X[:, 0]])).n_outputs_
         2
         """
-        return self._fit_net(X, y, fit_params)
+        return self._fit_weighted(self._fit_net, X, y, sample_weight, fit_params)
 
-    def partial_fit(self, X, y, **fit_params):
+    def partial_fit(self, X, y, sample_weight=None, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
 
         Parameters and data are checked before anything changes (the number
@@ -535,6 +713,8 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
             Training data.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, as in :meth:`fit`.
         **fit_params : dict
             Passed to skorch's ``partial_fit``.
 
@@ -552,7 +732,9 @@ class HTAFNetRegressor(_ArchitectureMixin, NetBase, NeuralNetRegressor):
         >>> len(reg.partial_fit(X, X.sum(1)).partial_fit(X, X.sum(1)).history_)
         4
         """
-        return self._partial_fit_net(X, y, fit_params)
+        return self._fit_weighted(
+            self._partial_fit_net, X, y, sample_weight, fit_params
+        )
 
     def predict(self, X):
         """Predict targets (exact step inside for step-like activations).

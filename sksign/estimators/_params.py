@@ -112,9 +112,18 @@ HTAF_CONSTRAINTS: dict = {
     # a module class, checked to be an nn.Module subclass by the net
     "architecture": [StrOptions(set(ARCHITECTURES)), type],
     "time_steps": [_AT_LEAST_ONE],
+    "alpha0_start": [None, _POSITIVE],
+    "anneal_epochs": [_AT_LEAST_ONE],
+    "inference": [StrOptions({"step", "smooth"})],
+    "dtype": [StrOptions({"float32", "float64"})],
 }
 
-REGRESSOR_CONSTRAINTS: dict = {"standardize_target": ["boolean"]}
+REGRESSOR_CONSTRAINTS: dict = {
+    "standardize_target": ["boolean"],
+    "early_stopping": ["boolean"],
+    "validation_fraction": [NumberInterval(Real, 0, 1, closed="neither")],
+    "n_iter_no_change": [_AT_LEAST_ONE],
+}
 
 REPULSION_CONSTRAINTS: dict = {
     "sign_repulsion": [_NON_NEGATIVE],
@@ -216,6 +225,31 @@ default="mlp"
             Channels of the conv blocks (``architecture="cnn"`` only).
         module : nn.Module class or instance, default=None
             skorch's ``module``; when given, it replaces ``architecture``.""",
+    "steps": """
+        alpha0_start : float or None, default=None
+            Anneal HTAF's ``alpha0`` during training: the first epoch trains
+            with ``alpha0_start`` (a smoother activation whose gradient reaches
+            more units), then ``alpha0`` rises geometrically to ``alpha0`` over
+            ``anneal_epochs`` epochs (:class:`~sksign.estimators.AlphaAnnealing`).
+            None trains at ``alpha0`` throughout. Only "htaf" activations are
+            annealed.
+        anneal_epochs : int, default=16
+            Length of the ``alpha0`` schedule in epochs (shortened to
+            ``max_epochs`` when that is smaller, so the fit always ends at
+            ``alpha0``).
+        inference : {"step", "smooth"}, default="step"
+            What the step-like activations compute outside training
+            (``predict``, ``predict_proba``, ``forward``, the validation loss):
+            "step" is the exact ``1[x >= 0]``, so hidden units are bits and,
+            for a regressor, the prediction is piecewise constant; "smooth" is
+            the training function (HTAF's ``sigmoid(alpha1 * tanh(alpha0 * x))``,
+            the scaled sigmoid; STE's forward is the step in both). Can be
+            changed after fit with ``set_params``.
+        dtype : {"float32", "float64"}, default="float32"
+            Float type of the weights, the input rows and the targets in
+            training and inference. float64 trains about two to four times
+            slower on the CPU; use it where float32 rounding matters (for
+            example, to compare fits whose results agree only up to rounding).""",
     "time_steps": """
         time_steps : int, default=4
             Simulation steps of the integrate-and-fire neurons
@@ -229,5 +263,9 @@ REGRESSOR_DOCS: dict = {
     "architecture": DOCS["architecture"].replace(
         "hidden_layer_sizes : int or tuple of int, default=(256, 256)",
         "hidden_layer_sizes : int or tuple of int, default=(512, 512)",
+    ),
+    "steps": DOCS["steps"].replace(
+        "alpha0_start : float or None, default=None",
+        "alpha0_start : float or None, default=0.05",
     ),
 }

@@ -83,8 +83,8 @@ def test_failed_refit_leaves_the_fitted_net(name, failure, data):
     elif failure == "bad_fit_params":
         # reaches the module's forward, after the net was re-initialised
         bad, args = {}, (X, _targets(name, y))
-        kwargs = {"sample_weight": np.ones(len(X))}
-        err, match = TypeError, "sample_weight"
+        kwargs = {"row_mask": np.ones(len(X))}
+        err, match = TypeError, "row_mask"
     else:
         bad, args, kwargs = {"max_epochs": 0}, (X, _targets(name, y)), {}
         err, match = ValueError, "'max_epochs'"
