@@ -79,6 +79,7 @@ _API_SECTIONS = (
     ("Spiking nets", "sksign.nn.spiking"),
     ("ICBM network", "sksign.nn.icbm"),
     ("Batch-independent readout", "sksign.nn.readout"),
+    ("Image augmentation", "sksign.nn.augment"),
     ("Hooks, capture and sign recording", "sksign.nn.hooks"),
     ("Interventions on modules", "sksign.nn.interventions"),
     ("Losses", "sksign.nn.losses"),

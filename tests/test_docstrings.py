@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "sksign.nn.spiking",
     "sksign.nn.icbm",
     "sksign.nn.readout",
+    "sksign.nn.augment",
     "sksign.nn.hooks",
     "sksign.nn.interventions",
     "sksign.nn.losses",

@@ -12,13 +12,14 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
-from skorch.callbacks import EarlyStopping, PrintLog
+from skorch.callbacks import EarlyStopping, PrintLog, ProgressBar
 from skorch.history import History
 
 from sksign._compat import InvalidParameterError, validate_parameter_constraints
 from sksign._utils import restore_state_on_error
 from sksign._validation import check_net_X
 from sksign.estimators._callbacks import RelaxationGap
+from sksign.estimators._recipes import EpochCheckpoint, TrainingRecipeMixin
 
 __all__ = ["NetBase"]
 
@@ -26,7 +27,7 @@ __all__ = ["NetBase"]
 _SKORCH_INIT_STATE = ("history_", "initialized_", "virtual_params_")
 
 
-class NetBase:
+class NetBase(TrainingRecipeMixin):
     """Mixin of the sksign skorch nets, placed before skorch's net class.
 
     It validates the parameters against ``_parameter_constraints``, checks
@@ -84,6 +85,7 @@ class NetBase:
     def _check_params(self):
         """Check every parameter before anything changes (fit, initialize)."""
         self._check_param_instances()
+        self._check_augment()
         validate_parameter_constraints(
             self._parameter_constraints,
             self.get_params(deep=False),
@@ -196,7 +198,7 @@ class NetBase:
             X, y = self._fit_data(X, y, warm=warm)
             if not warm:
                 self.initialize()
-            return self._train(X, y, fit_params)
+            return self._train(X, y, fit_params, resume=not warm)
 
     def _partial_fit_net(self, X, y, fit_params, classes=None):
         """Train one more round; the first call initialises the net."""
@@ -211,11 +213,22 @@ class NetBase:
     def _before_training(self):
         """Last checks on the built net, before any epoch."""
 
-    def _train(self, X, y, fit_params):
+    def _train(self, X, y, fit_params, resume=False):
         self._before_training()
         with self._training_rng():
-            # skorch's partial_fit: the epochs, without re-initialising
-            return super().partial_fit(X, y, **fit_params)
+            if not (resume and self.checkpoint_dir is not None):
+                # skorch's partial_fit: the epochs, without re-initialising
+                return super().partial_fit(X, y, **fit_params)
+            # skorch's partial_fit for the epochs a checkpoint leaves to train
+            epochs = self._resume()
+            self.notify("on_train_begin", X=X, y=y)
+            try:
+                if epochs:
+                    self.fit_loop(X, y, epochs=epochs, **fit_params)
+            except KeyboardInterrupt:
+                pass
+            self.notify("on_train_end", X=X, y=y)
+            return self
 
     def initialize_history(self):
         """Start a new history (skorch clears the old one in place).
@@ -244,6 +257,10 @@ class NetBase:
             logs = [isinstance(cb, PrintLog) for _, cb in self.callbacks_]
             pos = logs.index(True) if True in logs else len(logs)
             self._add_callback("relaxation_gap", RelaxationGap, pos)
+        if self.checkpoint_dir is not None:
+            self._add_callback("epoch_checkpoint", EpochCheckpoint)
+        if self.verbose and self.verbose >= 2:
+            self._add_callback("progress_bar", ProgressBar)
         return self
 
     def _add_callback(self, name, make, position=None):

@@ -223,7 +223,8 @@ class AlphaAnnealing(Callback):
         >>> from sksign.estimators import AlphaAnnealing, HTAFNetRegressor
         >>> X = np.random.RandomState(0).rand(30, 3)
         >>> reg = HTAFNetRegressor((8,), max_epochs=1, random_state=0).fit(X, X[:, 0])
-        >>> AlphaAnnealing(0.5, epochs=4).on_epoch_begin(reg)  # epoch index 0
+        >>> anneal = AlphaAnnealing(0.5, epochs=4)
+        >>> anneal.on_epoch_begin(reg.set_params(max_epochs=8))  # epoch index 0
         >>> reg.module_.act0.alpha0
         0.5
         """

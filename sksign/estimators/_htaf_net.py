@@ -208,6 +208,9 @@ class HTAFNetClassifier(
         repulsion_layers="last",
         relaxation_gap="auto",
         random_state=None,
+        augment=None,
+        mixed_precision=False,
+        checkpoint_dir=None,
         device="cpu",
         dtype="float32",
         verbose=0,
@@ -245,6 +248,9 @@ class HTAFNetClassifier(
         self.repulsion_layers = repulsion_layers
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
+        self.augment = augment
+        self.mixed_precision = mixed_precision
+        self.checkpoint_dir = checkpoint_dir
         self.dtype = dtype
 
 
@@ -374,6 +380,9 @@ class HTAFNetRegressor(
         n_iter_no_change=10,
         relaxation_gap="auto",
         random_state=None,
+        augment=None,
+        mixed_precision=False,
+        checkpoint_dir=None,
         device="cpu",
         dtype="float32",
         verbose=0,
@@ -410,6 +419,9 @@ class HTAFNetRegressor(
         self.n_iter_no_change = n_iter_no_change
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
+        self.augment = augment
+        self.mixed_precision = mixed_precision
+        self.checkpoint_dir = checkpoint_dir
         self.dtype = dtype
 
     def _n_outputs(self):

@@ -147,6 +147,9 @@ class ICBMClassifier(
         train_split=None,
         relaxation_gap="auto",
         random_state=None,
+        augment=None,
+        mixed_precision=False,
+        checkpoint_dir=None,
         device="cpu",
         verbose=0,
         iterator_train__shuffle=True,
@@ -184,6 +187,9 @@ class ICBMClassifier(
         self.conv_channels = conv_channels
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
+        self.augment = augment
+        self.mixed_precision = mixed_precision
+        self.checkpoint_dir = checkpoint_dir
 
     # -- parameters and module ---------------------------------------------
     def _check_param_instances(self):

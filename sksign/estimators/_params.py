@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 
 import numpy as np
@@ -101,6 +102,10 @@ _NET_CONSTRAINTS: dict = {
     "conv_channels": [Integral, "array-like"],
     "relaxation_gap": ["boolean", StrOptions({"auto"})],
     "random_state": ["random_state"],
+    # "crop_flip" or a callable, checked by the net (TrainingRecipeMixin)
+    "augment": "no_validation",
+    "mixed_precision": ["boolean"],
+    "checkpoint_dir": [None, str, os.PathLike],
 }
 
 CLASSIFIER_CONSTRAINTS: dict = {"classes": [None, "array-like"]}
@@ -174,7 +179,24 @@ DOCS: dict = {
         device : str or torch.device, default="cpu"
             Where the net trains ("cuda" where available).
         verbose : int, default=0
-            skorch's progress output (a table per epoch) when > 0.
+            skorch's progress output: a table per epoch when > 0, and a
+            progress bar over each epoch's batches when >= 2.
+        augment : None, "crop_flip" or callable, default=None
+            Augment each training batch of images (X given as (N, C, H, W),
+            or ``input_shape``): "crop_flip" pads by 4, crops back at a
+            random offset and mirrors left-right at random
+            (:func:`sksign.nn.augment.random_crop_flip`); a callable takes and
+            returns a ``(N, C, H, W)`` tensor. Seeded by ``random_state``.
+        mixed_precision : bool, default=False
+            Run the training forward and loss under ``torch.autocast`` in
+            bfloat16 on the net's device (weights and optimizer stay float32).
+        checkpoint_dir : str or path-like, default=None
+            Save the weights, optimizer state and history after every epoch
+            into this folder, and let ``fit`` resume from it: when the folder
+            holds a checkpoint, ``fit`` loads it and trains only the epochs
+            left to ``max_epochs``. With ``random_state`` set, a resumed fit
+            ends with the weights of an uninterrupted one (the state of other
+            callbacks, such as a learning-rate schedule, is not saved).
         iterator_train__shuffle : bool, default=True
             Shuffle the training batches every epoch (skorch's parameter).
         **kwargs
