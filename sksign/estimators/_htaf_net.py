@@ -74,7 +74,8 @@ class _ArchitectureMixin:
         """
         if self.module is not None:
             return super().initialize_module()
-        kwargs = self.get_params_for("module")
+        # the dict first: skorch's routed ``module__name`` values win
+        kwargs = {**(self.architecture_params or {}), **self.get_params_for("module")}
         n_features, n_outputs = self.n_features_in_, self._n_outputs()
         arch = self.architecture
         image_shape = getattr(self, "_image_shape", None)
@@ -188,6 +189,7 @@ class HTAFNetClassifier(
         alpha0=2.0,
         alpha1=11.0,
         architecture="mlp",
+        architecture_params=None,
         input_shape=None,
         conv_channels=(16, 32),
         module=None,
@@ -235,6 +237,7 @@ class HTAFNetClassifier(
         self.alpha0 = alpha0
         self.alpha1 = alpha1
         self.architecture = architecture
+        self.architecture_params = architecture_params
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
@@ -361,6 +364,7 @@ class HTAFNetRegressor(
         alpha0=2.0,
         alpha1=11.0,
         architecture="mlp",
+        architecture_params=None,
         input_shape=None,
         conv_channels=(16, 32),
         module=None,
@@ -407,6 +411,7 @@ class HTAFNetRegressor(
         self.alpha0 = alpha0
         self.alpha1 = alpha1
         self.architecture = architecture
+        self.architecture_params = architecture_params
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps

@@ -116,6 +116,7 @@ HTAF_CONSTRAINTS: dict = {
     "activation": [StrOptions(set(ACTIVATIONS))],
     # a module class, checked to be an nn.Module subclass by the net
     "architecture": [StrOptions(set(ARCHITECTURES)), type],
+    "architecture_params": [None, dict],
     "time_steps": [_AT_LEAST_ONE],
     "alpha0_start": [None, _POSITIVE],
     "anneal_epochs": [_AT_LEAST_ONE],
@@ -239,6 +240,11 @@ default="mlp"
             ``time_steps``); or a module class instantiated as
             ``architecture(n_features=..., n_outputs=..., **module_params)``
             with the ``module__*`` parameters.
+        architecture_params : dict, default=None
+            Keyword arguments of the architecture's constructor (see
+            :func:`sksign.nn.factory.build_network`), as one parameter that a
+            grid can vary as a whole, e.g. ``{{"width": 16}}``; a routed
+            ``module__name`` parameter overrides the same key.
         input_shape : tuple of int, default=None
             ``(channels, height, width)`` of one image for ``architecture="cnn"``
             when X holds flat rows; None infers it from 4-D X or, for flat rows,
