@@ -650,3 +650,62 @@ def test_quadrant_pool_matches_brute_force(shape):
     expected = torch.stack(expected, -1).reshape(n, 4 * c)
     bits, _ = pool_signs(pos)
     assert torch.equal(bits, expected)
+
+
+class _SharedReluBlock(nn.Module):
+    """A torchvision-style block: one ReLU module called twice."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.fc1 = nn.Linear(width, width)
+        self.fc2 = nn.Linear(width, width)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.fc2(self.relu(self.fc1(x))) + x)
+
+
+def test_last_is_the_last_activation_call_of_the_forward():
+    """Check layers="last" on a ReLU called twice per forward gives the second
+    call's bits only (S_out), as a hand-written hook keeping the last call."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(3, 5), _SharedReluBlock(5), nn.Linear(5, 2))
+    x = torch.randn(7, 3)
+    calls = []
+    handle = net[1].relu.register_forward_pre_hook(
+        lambda _m, args: calls.append(args[0] > 0)
+    )
+    with torch.no_grad():
+        net(x)
+    handle.remove()
+    assert len(calls) == 2
+    with record_signs(net, "last") as rec, torch.no_grad():
+        net(x)
+        net(x[:3])
+    assert rec.layers == ["1.relu"]
+    bits = rec.pop_matrix()
+    assert torch.equal(bits, torch.cat([calls[1], calls[1][:3]]))
+    with record_signs(net, "all") as rec, torch.no_grad():
+        net(x)
+    assert rec.layers == ["1.relu", "1.relu#1"]
+
+
+def test_last_takes_the_layout_of_the_last_call():
+    """Check a module called on two shapes keeps the last call's layout."""
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 6)
+            self.act = nn.Tanh()
+
+        def forward(self, x):
+            return self.act(self.fc(self.act(x)))
+
+    net = Shared()
+    x = torch.randn(3, 4)
+    with record_signs(net, "last") as rec, torch.no_grad():
+        net(x)
+    assert rec.n_bits == 6
+    expected = net.fc(torch.tanh(x)) > 0
+    assert torch.equal(rec.pop_matrix(), expected)

@@ -70,7 +70,9 @@ def resolve_layers(
         - "last": the last sign-preserving activation module in
           ``named_modules()`` order (registration order; for an
           ``nn.Sequential`` the forward order); a sigmoid or softmax after it
-          (an output or gate) is passed over.
+          (an output or gate) is passed over. :func:`record_signs` records
+          only that module's last call of each forward pass (the S_out of a
+          residual block whose one ReLU module is called twice).
         - "all": every sign-preserving activation module.
 
           With ``allow_non_sign_preserving=True`` both also consider sigmoid,

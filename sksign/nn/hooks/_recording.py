@@ -99,6 +99,8 @@ class SignRecorder:
     token_pool: str | None = None
     attention_mask: torch.Tensor | None = None
     to_cpu: bool = True
+    #: keep only the last call of each layer per forward pass (layers="last")
+    last_call_only: bool = False
     layers: list[str] = field(default_factory=list)
     layouts: dict[str, CodeLayout] = field(default_factory=dict)
     _store: dict[str, list[torch.Tensor]] = field(default_factory=dict)
@@ -156,6 +158,18 @@ class SignRecorder:
     def _emit(self, spec: str, name: str, pos: torch.Tensor) -> None:
         """Record one call of a layer: `pos` is its pre-activation z, or the
         bool map ``z > 0`` when that had to be taken early (residual blocks)."""
+        if self.last_call_only and self._calls.get(name):
+            # a module called again in this forward pass (one ReLU module used
+            # twice per residual block, a neuron over time steps): its last
+            # call is the code, so this call replaces the one kept before
+            self._store[name].pop()
+            self._emitted.remove(name)
+            self._spec_hits[spec] -= 1
+            self._calls[name] = 0
+            if self._n_forward == 0:  # its layout is the last call's too
+                self.layouts.pop(name)
+                self.layers.remove(name)
+                self._first_shapes = [f for f in self._first_shapes if f[0] != name]
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
         key = call_key(name, k)
@@ -406,6 +420,7 @@ def record_signs(
         token_pool=token_pool,
         attention_mask=attention_mask,
         to_cpu=to_cpu,
+        last_call_only=isinstance(layers, str) and layers == "last",
     )
     rec._specs = [name for _, name, _, _ in plan]
     pre: list[HookSpec] = []
