@@ -59,6 +59,11 @@ MNIST-5k and prints how long it expects to take before it starts. Writes
 <name>_table.md (the tables shown in the docs) and one CSV per table
 (<name>_table.csv, <name>_table_2.csv, ...) to --out. The docs' copies were
 made with --quick --out docs/_static.
+
+A run stopped part way (killed, out of time) and started again with the same
+settings and --out reads its finished nets back from --out/.sksign-resume and
+resumes the net that was training from its last epoch, ending with the tables
+of an uninterrupted run; --restart starts afresh.
 """
 
 
@@ -240,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--no-progress", action="store_true", help="hide the progress bars"
     )
+    rep.add_argument(
+        "--restart",
+        action="store_true",
+        help="start from scratch: forget the finished nets and checkpoints that "
+        "an earlier, stopped run with the same settings left in --out (by "
+        "default a run resumes from them)",
+    )
     return parser
 
 
@@ -280,6 +292,7 @@ def main(argv=None) -> int:
         epochs=args.epochs,
         seeds=args.seeds,
         progress=not args.no_progress,
+        restart=args.restart,
     )
 
 

@@ -494,6 +494,51 @@ def test_reproduce_quick(tmp_path, table):
             assert float(r["eps_1"]) <= float(r["union_bound"]) + 2e-4
 
 
+@pytest.mark.slow
+def test_killed_reproduce_resumes_to_the_same_tables(tmp_path):
+    """Check a reproduce run killed (SIGKILL) after some nets finished and
+    started again reads them back, resumes, and writes the tables of a run
+    that was never stopped; --restart recomputes everything."""
+    import signal
+    import time
+
+    args = ["reproduce", "htaf", "--quick", "--epochs", "4", "--seeds", "1"]
+    args += ["--no-progress"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert _run(*args, "--out", str(whole), cwd=tmp_path).returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sksign", *args, "--out", str(stopped)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        cells = list(stopped.glob(".sksign-resume/*/cells/*.json"))
+        checkpoints = list(stopped.glob(".sksign-resume/*/checkpoints/*/params.pt"))
+        if len(cells) >= 3 and checkpoints:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (stopped / "htaf_table.md").exists()
+    done = len(list(stopped.glob(".sksign-resume/*/cells/*.json")))
+
+    again = _run(*args, "--out", str(stopped), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"Resumed: {done} finished net(s)" in again.stdout
+
+    def tables(folder):
+        return read_markdown_tables((folder / "htaf_table.md").read_text("utf-8"))
+
+    assert tables(stopped) == tables(whole)
+    fresh = _run(*args, "--restart", "--out", str(stopped), cwd=tmp_path)
+    assert "Resumed" not in fresh.stdout
+    assert tables(stopped) == tables(whole)
+
+
 def test_best_of_a_row_reports_ties():
     """Check equal means are a tie, not a win for the first activation."""
     from sksign._report.tables import leaders

@@ -67,7 +67,9 @@ def first_layer_grad_norms(data, cfg, activation, seed, device):
     return norms
 
 
-def fit_net(cfg, data, arch, depth, act, seed, device, n=None, epochs=None):
+def fit_net(
+    cfg, data, arch, depth, act, seed, device, n=None, epochs=None, checkpoint=None
+):
     """One net of a row of the first table, fitted on the first `n` samples."""
     X_train, _, y_train, _ = data
     net = make_classifier(
@@ -81,6 +83,7 @@ def fit_net(cfg, data, arch, depth, act, seed, device, n=None, epochs=None):
         alpha0=cfg.alpha0,
         alpha1=cfg.alpha1,
         time_steps=cfg.time_steps,
+        checkpoint_dir=checkpoint,
     )
     return net.fit(X_train[:n], y_train[:n])
 
@@ -90,12 +93,18 @@ def fit_htaf_net(cfg, data, arch, depth, device, n, epochs):
     return fit_net(cfg, data, arch, depth, "htaf", 0, device, n, epochs=epochs)
 
 
-def fit_icbm_pair(cfg, data, backbone, seed, device, bar):
+def fit_icbm_pair(cfg, data, backbone, seed, device, bar, run=None):
     """Test accuracy of the ReLU-layer net and of the ICBM: ``(before, after)``."""
     X_train, X_test, y_train, y_test = data
     scores = []
     for concept_act in ("relu", "htaf"):
+        cell = f"icbm-{backbone}-{concept_act}-s{seed}"
+        if run is not None and run.has(cell):
+            scores.append(run.cell(cell, None))
+            bar.update(1)
+            continue
         clf = ICBMClassifier(
+            checkpoint_dir=run.checkpoint_dir(cell) if run is not None else None,
             backbone=backbone,
             hidden_layer_sizes=cfg.icbm_hidden,
             n_concepts=cfg.n_concepts,
@@ -106,7 +115,8 @@ def fit_icbm_pair(cfg, data, backbone, seed, device, bar):
             random_state=seed,
             device=device,
         ).fit(X_train, y_train)
-        scores.append(clf.score(X_test, y_test))
+        score = float(clf.score(X_test, y_test))
+        scores.append(run.cell(cell, lambda s=score: s) if run is not None else score)
         bar.update(1)
     return scores
 
@@ -259,7 +269,7 @@ def icbm_table(cfg, icbm_rows):
     )
 
 
-def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
+def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None, run=None):
     """HTAF paper: HTAF vs STE vs SS (SNN/BNN/DHN), gradients, ICBM.
 
     Prints the run-time estimate to `stream` (default: stdout), fits every net
@@ -294,8 +304,24 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
         for i, (_, arch, depth) in enumerate(models):
             for act in cfg.activations:
                 for seed in range(cfg.seeds):
-                    net = fit_net(cfg, data, arch, depth, act, seed, device)
-                    acc.setdefault((i, act), []).append(net.score(X_test, y_test))
+                    cell = f"{arch}{depth}-{act}-s{seed}"
+
+                    def score(arch=arch, depth=depth, act=act, seed=seed, cell=cell):
+                        checkpoint = run.checkpoint_dir(cell) if run else None
+                        net = fit_net(
+                            cfg,
+                            data,
+                            arch,
+                            depth,
+                            act,
+                            seed,
+                            device,
+                            checkpoint=checkpoint,
+                        )
+                        return float(net.score(X_test, y_test))
+
+                    value = run.cell(cell, score) if run is not None else score()
+                    acc.setdefault((i, act), []).append(value)
                     bar.update(1)
         for act in cfg.activations:
             grads[act] = [
@@ -304,7 +330,7 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None):
             ]
         for backbone in cfg.icbm_backbones:
             pairs = [
-                fit_icbm_pair(cfg, data, backbone, seed, device, bar)
+                fit_icbm_pair(cfg, data, backbone, seed, device, bar, run)
                 for seed in range(cfg.seeds)
             ]
             icbm_rows.append((backbone, [p[0] for p in pairs], [p[1] for p in pairs]))

@@ -30,6 +30,7 @@ from dataclasses import replace
 
 import torch
 
+from sksign._report._resume import ResumableRun
 from sksign._report.htaf_paper import reproduce_htaf
 from sksign._report.papers import (
     HTAF_FULL,
@@ -59,13 +60,17 @@ def run_reproduce(
     seeds=None,
     progress=True,
     stream=None,
+    restart=False,
 ):
     """Build one of the papers' tables; return the exit status.
 
     `table` is "signcode" or "htaf"; `full` picks the papers' sizes instead of
     the quick ones; `dataset`, `epochs` and `seeds` override the settings.
     Writes ``<table>_table.md`` and one CSV per table to `out` and echoes the
-    Markdown to `stream` (default: stdout).
+    Markdown to `stream` (default: stdout). A run with the same settings and
+    `out` as an earlier, stopped one reuses its finished nets and resumes the
+    one that was training (:mod:`sksign._report._resume`); `restart` starts
+    from scratch.
     """
     stream = stream or sys.stdout
     if table == "signcode":
@@ -82,7 +87,15 @@ def run_reproduce(
     print(f"sksign reproduce {table} ({mode}): {cfg}", file=stream, flush=True)
     t0 = time.perf_counter()
     fn = reproduce_signcode if table == "signcode" else reproduce_htaf
-    tables = fn(cfg, device=device, show_progress=progress, stream=stream)
+    run = ResumableRun(out, table, cfg)
+    if restart:
+        run.clear()
+    tables = fn(cfg, device=device, show_progress=progress, stream=stream, run=run)
+    if run.reused:
+        print(
+            f"Resumed: {run.reused} finished net(s) read back from {run.root}.",
+            file=stream,
+        )
     opts = " ".join(f"--{k} {v}" for k, v in changes.items())
     took = human_duration(time.perf_counter() - t0)
     footer = (

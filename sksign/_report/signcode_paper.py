@@ -97,19 +97,35 @@ def fit_relu_net(cfg, X, y, width, device, n, epochs):
     return net.fit(X[:n], y[:n])
 
 
-def fit_and_diagnose(cfg, data, device, show_progress):
-    """Fit every net of `cfg`; ``{(activation, width): {quantity: [per seed]}}``."""
+def fit_and_diagnose(cfg, data, device, show_progress, run=None):
+    """Fit every net of `cfg`; ``{(activation, width): {quantity: [per seed]}}``.
+
+    With a :class:`~sksign._report._resume.ResumableRun`, finished nets are
+    read back and the net in training checkpoints every epoch.
+    """
     X_train, _, y_train, _ = data
     n_fits = len(cfg.activations) * len(cfg.widths) * cfg.seeds
     results = {}
+
+    def diagnose(act, width, seed, cell):
+        checkpoint = run.checkpoint_dir(cell) if run is not None else None
+        net = make_classifier(
+            cfg, (width,) * cfg.depth, act, seed, device, checkpoint_dir=checkpoint
+        )
+        net.fit(X_train, y_train)
+        return {
+            k: float(v) for k, v in signcode_diagnostics(net, data, cfg, seed).items()
+        }
+
     with progress(total=n_fits, desc="signcode nets", enabled=show_progress) as bar:
         for act in cfg.activations:
             for width in cfg.widths:
                 res = results.setdefault((act, width), {})
                 for seed in range(cfg.seeds):
-                    net = make_classifier(cfg, (width,) * cfg.depth, act, seed, device)
-                    net.fit(X_train, y_train)
-                    for k, v in signcode_diagnostics(net, data, cfg, seed).items():
+                    cell = f"{act}-w{width}-s{seed}"
+                    compute = partial(diagnose, act, width, seed, cell)
+                    row = run.cell(cell, compute) if run is not None else compute()
+                    for k, v in row.items():
                         res.setdefault(k, []).append(v)
                     bar.update(1)
     return results
@@ -325,11 +341,12 @@ def gate_table(results, cfg, setting, headline):
     )
 
 
-def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
+def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None, run=None):
     """Sign Code paper: full net vs sign-kNN, interventions, gate dominance.
 
     Prints the run-time estimate to `stream` (default: stdout), fits every net
-    and returns the three tables.
+    (reusing the finished cells of `run`, a
+    :class:`~sksign._report._resume.ResumableRun`) and returns the three tables.
     """
     stream = stream or sys.stdout
     data = load_split(cfg.dataset)
@@ -347,7 +364,7 @@ def reproduce_signcode(cfg, *, device="cpu", show_progress=True, stream=None):
         cfg.batch_size,
         stream,
     )
-    results = fit_and_diagnose(cfg, data, device, show_progress)
+    results = fit_and_diagnose(cfg, data, device, show_progress, run)
     headline = max(cfg.widths)
     setting = setting_text(cfg, data)
     return [

@@ -311,10 +311,10 @@ class HTAFNetRegressor(
     ----------
     n_outputs_ : int
         Number of regression targets.
-    target_mean_ : ndarray of shape (n_outputs_,)
+    target_mean_ : ndarray of shape (n_targets,)
         Mean of each target column, learned in the first fit (zeros with
         ``standardize_target=False``).
-    target_scale_ : ndarray of shape (n_outputs_,)
+    target_scale_ : ndarray of shape (n_targets,)
         Standard deviation of each target column (1 for a constant column;
         ones with ``standardize_target=False``). Both are kept as buffers of
         ``module_``, so ``save_params``/``load_params`` carry them with the
