@@ -27,6 +27,10 @@ PUBLIC_MODULES = (
     "sksign.nn.hooks",
     "sksign.nn.interventions",
     "sksign.nn.losses",
+    "sksign.nn.resnet",
+    "sksign.nn.vit",
+    "sksign.nn.bireal",
+    "sksign.nn.sew_resnet",
 )
 
 

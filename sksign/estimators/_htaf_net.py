@@ -31,7 +31,12 @@ from sksign.estimators._params import (
 )
 from sksign.estimators._repulsion import SignRepulsionMixin
 from sksign.estimators._training import StepTrainingMixin
-from sksign.nn import ARCHITECTURES, build_network, infer_input_shape
+from sksign.nn import (
+    ARCHITECTURES,
+    IMAGE_ARCHITECTURES,
+    build_network,
+    infer_input_shape,
+)
 
 __all__ = ["HTAFNetClassifier", "HTAFNetRegressor"]
 
@@ -85,7 +90,9 @@ class _ArchitectureMixin:
         if isinstance(arch, type):
             module = arch(n_features=n_features, n_outputs=n_outputs, **kwargs)
         else:
-            if arch == "cnn":
+            if arch == "cnn" or arch in IMAGE_ARCHITECTURES:
+                # the image nets read flat rows as a square one-channel image
+                # unless input_shape says otherwise (augmentation needs it)
                 self.input_shape_ = infer_input_shape(n_features, self.input_shape_)
             module = build_network(
                 arch,

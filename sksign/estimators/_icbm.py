@@ -51,16 +51,21 @@ class ICBMClassifier(
 
     Parameters
     ----------
-    backbone : {{"mlp", "cnn", "identity"}} or nn.Module, default="mlp"
+    backbone : {{"mlp", "cnn", "identity", "resnet18", "wrn", "vit", \
+"sew_resnet", "bireal"}} or nn.Module, default="mlp"
         Feature extractor ``g``. "mlp": dense layers `hidden_layer_sizes`
         with `backbone_activation`; "cnn": the small CNN of
-        :class:`~sksign.nn.SmallCNN` (images, see `input_shape`);
+        :class:`~sksign.nn.SmallCNN` (images, see `input_shape`); the papers'
+        image nets by name, their arguments in `backbone_params`;
         "identity": none, for X holding precomputed embeddings of a frozen
         backbone; an ``nn.Module`` instance (for example a pretrained net
         ending in ``nn.Flatten()``) is deep-copied at each fit, so the
         instance passed is never trained. It must map a batch of rows (or of
         images, when X is 4-D or `input_shape` is given) to a
         ``(batch, features)`` tensor.
+    backbone_params : dict, default=None
+        Arguments of a named image backbone (e.g. ``{{"width": 16}}`` for
+        "resnet18"; see :func:`sksign.nn.factory.architecture_arguments`).
     n_concepts : int, default=64
         Number of binary concept units N.
     alpha0 : float, default=2.0
@@ -129,6 +134,7 @@ class ICBMClassifier(
     def __init__(
         self,
         backbone="mlp",
+        backbone_params=None,
         *,
         n_concepts=64,
         alpha0=2.0,
@@ -176,6 +182,7 @@ class ICBMClassifier(
             **kwargs,
         )
         self.backbone = backbone
+        self.backbone_params = backbone_params
         self.n_concepts = n_concepts
         self.alpha0 = alpha0
         self.alpha1 = alpha1
@@ -238,6 +245,7 @@ class ICBMClassifier(
             input_shape=self.input_shape_,
             conv_channels=self.conv_channels,
             freeze_backbone=self.freeze_backbone,
+            backbone_kwargs=self.backbone_params,
             **kwargs,
         )
         self.module_ = module.to(self.device)

@@ -147,6 +147,7 @@ ICBM_CONSTRAINTS: dict = {
     # the net is built from backbone: skorch's module stays None
     "module": [None],
     "backbone": [StrOptions(set(BACKBONES)), nn.Module],
+    "backbone_params": [None, dict],
     "n_concepts": [_AT_LEAST_ONE],
     "backbone_activation": [StrOptions(set(ACTIVATIONS))],
     "concept_activation": [StrOptions(set(ACTIVATIONS))],

@@ -2,8 +2,11 @@
 
 - :mod:`sksign.nn.activations`: the HTAF family and :func:`make_activation`;
 - :mod:`sksign.nn.modules`, :mod:`sksign.nn.binary`, :mod:`sksign.nn.spiking`,
-  :mod:`sksign.nn.icbm`: the networks, and :mod:`sksign.nn.factory`
-  (:func:`build_network`), which builds any of them by name;
+  :mod:`sksign.nn.icbm`: the networks; the papers' image nets
+  :mod:`sksign.nn.resnet` (ResNet-18, WideResNet), :mod:`sksign.nn.vit`,
+  :mod:`sksign.nn.sew_resnet` and :mod:`sksign.nn.bireal`; and
+  :mod:`sksign.nn.factory` (:func:`build_network`), which builds any of them
+  by name;
 - :mod:`sksign.nn.hooks`: activation kinds, layer resolution, pooling, sign
   recording, and the one place where forward hooks are attached
   (:func:`forward_hooks`, :func:`capture_activations`,
@@ -32,7 +35,15 @@ from sksign.nn.activations import (
     make_activation,
 )
 from sksign.nn.binary import BinaryLinear, BinaryMLP, binary_sign
-from sksign.nn.factory import ARCHITECTURES, build_network, infer_input_shape
+from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
+from sksign.nn.factory import (
+    ARCHITECTURES,
+    IMAGE_ARCHITECTURES,
+    architecture_arguments,
+    build_network,
+    check_input_shape,
+    infer_input_shape,
+)
 from sksign.nn.hooks import (
     ActivationCapture,
     SignRecorder,
@@ -53,32 +64,58 @@ from sksign.nn.interventions import (
     sign_flip,
 )
 from sksign.nn.modules import MLP, SmallCNN
+from sksign.nn.resnet import ResNet18, WideResNet
+from sksign.nn.sew_resnet import LIFNeuron, SEWResNet
 from sksign.nn.spiking import IFNeuron, SpikingMLP
 from sksign.nn.summary import binary_summary
+from sksign.nn.vit import VisionTransformer
+
+# Loaded on first access: it needs the optional spikingjelly.
+_LAZY = {"HTAFSurrogate": "sksign.nn._spikingjelly"}
+
+
+def __getattr__(name: str):
+    """Load the optional names (``HTAFSurrogate``) on first access."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ACTIVATIONS",
     "ARCHITECTURES",
     "BACKBONES",
     "HTAF",
+    "IMAGE_ARCHITECTURES",
     "MLP",
     "STEP_ACTIVATIONS",
     "ActivationCapture",
+    "BiRealResNet18",
+    "BinaryConv2d",
     "BinaryLinear",
     "BinaryMLP",
     "ICBMNet",
     "IFNeuron",
+    "LIFNeuron",
+    "ResNet18",
+    "SEWResNet",
     "STEHeaviside",
     "ScaledSigmoid",
     "SignRecorder",
     "SmallCNN",
     "SpikingMLP",
     "StepActivation",
+    "VisionTransformer",
+    "WideResNet",
     "activation_kind",
+    "architecture_arguments",
     "binary_sign",
     "binary_summary",
     "build_network",
     "capture_activations",
+    "check_input_shape",
     "check_n_concepts",
     "find_activations",
     "force_step_mode",

@@ -75,39 +75,115 @@ def _htaf_derivative(x: torch.Tensor, alpha0: float, alpha1: float) -> torch.Ten
     )
 
 
+_KERNELS = ("auto", "fused", "eager")
+
+
+def _fused_kernel():
+    """The fused float32 CPU kernels, or None when numba is unavailable."""
+    try:
+        from sksign.nn import _htaf_kernel
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
+    return _htaf_kernel
+
+
+def _compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and compiler.is_compiling())
+
+
+def _fusable(*tensors: torch.Tensor) -> bool:
+    """Float32 CPU tensors outside torch.compile tracing (numba needs memory)."""
+    return not _compiling() and all(
+        t.dtype == torch.float32 and t.device.type == "cpu" and t.numel() > 0
+        for t in tensors
+    )
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """`x` itself when its memory is one dense block (contiguous or channels
+    last), else a contiguous copy."""
+    if x.is_contiguous() or (
+        x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last)
+    ):
+        return x
+    return x.contiguous()
+
+
+def _flat_numpy(t: torch.Tensor):
+    """The memory of a dense tensor as a 1-D numpy array (no copy)."""
+    return t.as_strided((t.numel(),), (1,), t.storage_offset()).numpy()
+
+
 class _HTAFFunction(torch.autograd.Function):
-    """sigmoid(a1 * tanh(a0 * x)) with the closed-form backward of the HTAF paper."""
+    """sigmoid(a1 * tanh(a0 * x)) with the closed-form backward of the HTAF paper.
+
+    Saves one tensor, the input ``x``, as ReLU saves one; the backward
+    recomputes ``tanh``, the sigmoids and ``sech**2`` from it. Float32 CPU
+    tensors run through the fused kernels of :mod:`sksign.nn._htaf_kernel`
+    (one pass each way); everything else through torch ops.
+    """
 
     @staticmethod
-    def forward(ctx, x, alpha0, alpha1):
-        u = alpha1 * torch.tanh(alpha0 * x)
-        s = torch.sigmoid(u)
-        ctx.save_for_backward(x, u, s)
-        ctx.alpha0, ctx.alpha1 = alpha0, alpha1
-        return s
+    def forward(ctx, x, alpha0, alpha1, fused):
+        ctx.alpha0, ctx.alpha1, ctx.fused = alpha0, alpha1, fused
+        ctx.save_for_backward(x)
+        if fused:
+            xc = _dense(x.detach())
+            out = torch.empty_like(xc)  # same memory layout as xc
+            _fused_kernel().htaf_forward_f32(
+                _flat_numpy(xc),
+                alpha0,
+                alpha1,
+                torch.get_num_threads(),
+                out=_flat_numpy(out),
+            )
+            return out
+        return torch.sigmoid(alpha1 * torch.tanh(alpha0 * x))
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, u, s = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         a0, a1 = ctx.alpha0, ctx.alpha1
         if torch.is_grad_enabled():
-            # create_graph=True (gradient penalties, Hessians): recompute the
-            # derivative from x with tracked ops, so that it differentiates
-            # correctly (the saved u and s are cut off from x).
-            return grad_output * _htaf_derivative(x, a0, a1), None, None
+            # create_graph=True (gradient penalties, Hessians): the derivative
+            # from x by tracked ops, so that it differentiates in turn.
+            return grad_output * _htaf_derivative(x, a0, a1), None, None, None
+        if ctx.fused and _fusable(grad_output):
+            xc = _dense(x.detach())
+            out = torch.empty_like(xc)
+            gc = grad_output
+            if gc.stride() != xc.stride() or gc.shape != xc.shape:
+                gc = out.copy_(gc)  # grad_output in x's memory layout
+            _fused_kernel().htaf_backward_f32(
+                _flat_numpy(xc),
+                _flat_numpy(gc),
+                a0,
+                a1,
+                torch.get_num_threads(),
+                out=_flat_numpy(out),
+            )
+            return out, None, None, None
         # dHTAF/dx = a0 * a1 * s * (1 - s) * (1 - t**2) with u = a1 t, written
         # so the heavy tail survives in float32: 1 - s is sigmoid(-u) (1 - s
         # rounds to 0 once u > 17) and 1 - t**2 = sech(a0 x)**2 =
         # 4 e / (1 + e)**2 with e = exp(-2 a0 |x|) (1 - t * t rounds to 0 once
         # a0 |x| > 9). Every factor is bounded: no overflow for any x or a1.
+        u = torch.tanh(a0 * x).mul_(a1)
         e = x.abs().mul_(-2.0 * a0).exp_()
         den = e.add(1.0).square_()
-        grad = torch.neg(u).sigmoid_().mul_(s).mul_(e).div_(den)
+        grad = torch.sigmoid(u).mul_(u.neg_().sigmoid_()).mul_(e).div_(den)
         grad = grad.mul_(grad_output).mul_(4.0 * a0 * a1)
-        return grad, None, None
+        return grad, None, None, None
 
 
-def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Tensor:
+def htaf(
+    x: torch.Tensor,
+    alpha0: float = 2.0,
+    alpha1: float = 11.0,
+    *,
+    kernel: str = "auto",
+) -> torch.Tensor:
     """Heavy-tailed activation ``sigmoid(alpha1 * tanh(alpha0 * x))``.
 
     Differentiable in `x` with the closed-form derivative
@@ -116,7 +192,8 @@ def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Te
     large `alpha1` (no NaN, no inf) in float32 and float64, and the gradient's
     heavy tail is kept in float32 (``1 - s`` and ``1 - t**2`` are evaluated
     as ``sigmoid(-alpha1 * t)`` and ``sech(alpha0 * x)**2``, which do not round
-    to 0).
+    to 0). Like ReLU, it saves one tensor for the backward pass (its input)
+    and recomputes the rest there.
 
     Parameters
     ----------
@@ -126,6 +203,11 @@ def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Te
         Inner scale; sets the decay rate ``exp(-2 * alpha0 * |x|)`` of the tail.
     alpha1 : float, default=11.0
         Outer scale; the output range is ``(sigmoid(-alpha1), sigmoid(alpha1))``.
+    kernel : {"auto", "fused", "eager"}, default="auto"
+        "fused": one numba pass per direction over float32 CPU tensors
+        (:mod:`sksign.nn._htaf_kernel`); "eager": torch ops (any dtype and
+        device); "auto" picks "fused" where it applies. Both keep the heavy
+        tail and agree to a few float32 ulps.
 
     Returns
     -------
@@ -139,7 +221,14 @@ def htaf(x: torch.Tensor, alpha0: float = 2.0, alpha1: float = 11.0) -> torch.Te
     >>> [round(v, 4) for v in y.tolist()]
     [0.0, 0.5, 1.0]
     """
-    return _HTAFFunction.apply(x, float(alpha0), float(alpha1))
+    check_option("kernel", kernel, _KERNELS, "htaf")
+    fused = kernel != "eager" and _fusable(x) and _fused_kernel() is not None
+    if kernel == "fused" and not fused:
+        raise ValueError(
+            "kernel='fused' needs a non-empty float32 CPU tensor (and numba); got "
+            f"dtype={x.dtype}, device={x.device.type}. Use kernel='auto'."
+        )
+    return _HTAFFunction.apply(x, float(alpha0), float(alpha1), fused)
 
 
 class StepActivation(nn.Module):

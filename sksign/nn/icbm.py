@@ -7,9 +7,11 @@ vector ``c in {0, 1}^N``. :class:`ICBMNet` builds that as::
 
     backbone -> fc (Linear) -> concepts (HTAF, N units) -> head (Linear)
 
-The backbone is a dense stack ("mlp"), a small CNN ("cnn"), any torch module,
-or nothing ("identity") when X holds precomputed embeddings of a frozen
-backbone.
+The backbone is a dense stack ("mlp"), a small CNN ("cnn"), one of the
+papers' image nets ("resnet18", "wrn", "vit", "sew_resnet", "bireal": the
+net without its readout, see :class:`ImageBackbone`), any torch module that
+returns ``(batch, features)``, or nothing ("identity") when X holds
+precomputed embeddings of a frozen backbone.
 """
 
 # Authors: The sksign developers
@@ -27,6 +29,7 @@ from torch import nn
 
 from sksign.nn._validation import check_n_concepts, check_sizes
 from sksign.nn.activations import ACTIVATIONS, StepActivation, make_activation
+from sksign.nn.factory import IMAGE_ARCHITECTURES, build_network
 from sksign.nn.hooks import temporarily_eval
 from sksign.nn.modules import SmallCNN, dense_stack
 from sksign.nn.readout import Readout
@@ -35,13 +38,42 @@ from sksign.nn.readout import Readout
 __all__ = [
     "BACKBONES",
     "ICBMNet",
+    "ImageBackbone",
     "backbone_output_width",
     "build_backbone",
     "check_n_concepts",
 ]
 
 #: Built-in backbone names accepted by :class:`ICBMNet`.
-BACKBONES = ("mlp", "cnn", "identity")
+BACKBONES = ("mlp", "cnn", "identity", *IMAGE_ARCHITECTURES)
+
+
+class ImageBackbone(nn.Module):
+    """One of the papers' image nets without its readout: ``net.forward_features``.
+
+    Parameters
+    ----------
+    net : nn.Module
+        A net of :mod:`sksign.nn` with a ``forward_features`` method (its
+        readout ``out`` is removed).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sksign.nn.resnet import ResNet18
+    >>> g = ImageBackbone(ResNet18(10, (3, 8, 8), width=2))
+    >>> g(torch.zeros(2, 3, 8, 8)).shape
+    torch.Size([2, 16])
+    """
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        if hasattr(net, "out"):
+            del net.out
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.forward_features(x)
 
 
 def build_backbone(
@@ -54,13 +86,18 @@ def build_backbone(
     alpha1: float = 11.0,
     input_shape: Sequence[int] | None = None,
     conv_channels: Sequence[int] = (16, 32),
+    backbone_kwargs: dict | None = None,
 ) -> nn.Module:
     """The feature extractor ``g`` called `backbone` (see :data:`BACKBONES`).
 
     "mlp": ``fc0, act0, ...`` as in :class:`~sksign.nn.modules.MLP` without
     the readout; "cnn": :class:`~sksign.nn.modules.SmallCNN` without the
-    readout (needs `input_shape`); "identity": no layers; an ``nn.Module``
-    instance is deep-copied (the caller's module is never trained).
+    readout (needs `input_shape`); the image nets ("resnet18", "wrn", "vit",
+    "sew_resnet", "bireal"): the net built by
+    :func:`~sksign.nn.factory.build_network` with `backbone_kwargs`, without
+    its readout (:class:`ImageBackbone`; `input_shape` as there);
+    "identity": no layers; an ``nn.Module`` instance is deep-copied (the
+    caller's module is never trained).
 
     Examples
     --------
@@ -77,6 +114,18 @@ def build_backbone(
         )
     if isinstance(backbone, str) and backbone == "identity":
         return nn.Identity()
+    if isinstance(backbone, str) and backbone in IMAGE_ARCHITECTURES:
+        net = build_network(
+            backbone,
+            n_features,
+            1,
+            input_shape=input_shape,
+            activation=activation,
+            alpha0=alpha0,
+            alpha1=alpha1,
+            **(backbone_kwargs or {}),
+        )
+        return ImageBackbone(net)
     if isinstance(backbone, str) and backbone == "mlp":
         layers: OrderedDict = OrderedDict()
         sizes = check_sizes("hidden_layer_sizes", hidden_layer_sizes)
@@ -153,8 +202,8 @@ class ICBMNet(nn.Module):
 
     Parameters
     ----------
-    backbone : {"mlp", "cnn", "identity"} or nn.Module
-        The feature extractor (see :func:`build_backbone`).
+    backbone : str or nn.Module
+        One of :data:`BACKBONES` or a module (see :func:`build_backbone`).
     n_features : int
         Input width (flat rows).
     n_concepts : int
@@ -179,6 +228,9 @@ class ICBMNet(nn.Module):
     freeze_backbone : bool, default=False
         Freeze the backbone's parameters and keep it in eval mode (batch
         norm statistics included) while training.
+    backbone_kwargs : dict, default=None
+        Arguments of an image backbone (``{"width": 16}`` for "resnet18";
+        see :func:`~sksign.nn.factory.architecture_arguments`).
 
     Examples
     --------
@@ -203,6 +255,7 @@ class ICBMNet(nn.Module):
         input_shape: Sequence[int] | None = None,
         conv_channels: Sequence[int] = (16, 32),
         freeze_backbone: bool = False,
+        backbone_kwargs: dict | None = None,
     ) -> None:
         super().__init__()
         n_concepts = check_n_concepts(n_concepts)
@@ -224,6 +277,7 @@ class ICBMNet(nn.Module):
             alpha1=alpha1,
             input_shape=input_shape,
             conv_channels=conv_channels,
+            backbone_kwargs=backbone_kwargs,
         )
         width = backbone_output_width(
             self.backbone, n_features, input_shape if custom else None
