@@ -709,3 +709,30 @@ def test_last_takes_the_layout_of_the_last_call():
     assert rec.n_bits == 6
     expected = net.fc(torch.tanh(x)) > 0
     assert torch.equal(rec.pop_matrix(), expected)
+
+
+def test_spiking_conv_codes_take_the_majority_over_time_steps():
+    """Check a SEW-ResNet's last code is, per unit, the majority over the T
+    steps of ``z > 0`` (ties to +1), as a hand-written hook computes it (the
+    last map is 2x2, so its quadrants are its pixels)."""
+    from sksign.nn import build_network
+
+    torch.manual_seed(0)
+    net = build_network("sew_resnet", 256, 3, input_shape=(1, 16, 16), width=4)
+    net.eval()
+    x = torch.rand(6, 256)
+    seen = []
+    handle = net.layer4[1].sn2.register_forward_pre_hook(
+        lambda _m, args: seen.append(args[0].detach())
+    )
+    with torch.no_grad():
+        net(x)
+    handle.remove()
+    (z,) = seen
+    n, t, c, h, w = z.shape
+    assert (h, w) == (2, 2)
+    votes = (z > 0).sum(dim=1).numpy()
+    expected = (2 * votes >= t).reshape(n, c * h * w)
+    with record_signs(net, "last") as rec, torch.no_grad():
+        net(x)
+    np.testing.assert_array_equal(rec.pop_matrix().numpy(), expected)

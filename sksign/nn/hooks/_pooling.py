@@ -132,7 +132,10 @@ def pool_signs(
     Parameters
     ----------
     pos : torch.Tensor of bool
-        ``z > 0`` for a batch: (N,), (N, U), (N, T, U) or (N, C, H, W).
+        ``z > 0`` for a batch: (N,), (N, U), (N, T, U), (N, C, H, W), or
+        (N, T, C, H, W) for a spiking conv map over T time steps, which is
+        first reduced to the majority sign over the steps (ties to +1) and
+        then pooled as (N, C, H, W).
     name : str, default="layer"
         Layer name, for error messages.
     conv_pool : {"quadrant", "flatten"}, default="quadrant"
@@ -203,6 +206,8 @@ def pool_signs(
             n_valid = mask.sum(1, keepdim=True, dtype=torch.int32)
             bits = 2 * count >= n_valid
         return bits, CodeLayout("unit", (pos.shape[2],))
+    if pos.dim() == 5:  # (N, T, C, H, W): majority over the time steps
+        pos = 2 * pos.sum(dim=1) >= pos.shape[1]
     if pos.dim() == 4:
         if conv_pool == "quadrant":
             return _quadrant_pool(pos), CodeLayout("quadrant", (pos.shape[1],))
@@ -213,8 +218,9 @@ def pool_signs(
         )
     raise ValueError(
         f"layer {name!r} gives an activation of shape {tuple(pos.shape)}; sign "
-        "codes support (batch, units), (batch, tokens, units) and "
-        "(batch, channels, height, width)."
+        "codes support (batch, units), (batch, tokens, units), "
+        "(batch, channels, height, width) and (batch, steps, channels, height, "
+        "width)."
     )
 
 
