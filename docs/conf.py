@@ -80,6 +80,7 @@ _API_SECTIONS = (
     ("ICBM network", "sksign.nn.icbm"),
     ("Batch-independent readout", "sksign.nn.readout"),
     ("Image augmentation", "sksign.nn.augment"),
+    ("Dask arrays", "sksign.distributed"),
     ("Hooks, capture and sign recording", "sksign.nn.hooks"),
     ("Interventions on modules", "sksign.nn.interventions"),
     ("Losses", "sksign.nn.losses"),

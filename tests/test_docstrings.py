@@ -13,6 +13,7 @@ PUBLIC_MODULES = (
     "sksign.metrics",
     "sksign.inspection",
     "sksign.kernels",
+    "sksign.distributed",
     "sksign.datasets",
     "sksign.nn",
     "sksign.nn.activations",

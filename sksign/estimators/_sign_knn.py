@@ -15,6 +15,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sksign._compat import _fit_context, _get_weights
 from sksign._docstrings import Substitution
 from sksign._utils import is_batch_iterator, restore_state_on_error, stream_batches
+from sksign.distributed import is_dask_array
+from sksign.distributed._knn import sharded_predict
 from sksign.estimators._sign_knn_base import SIGN_KNN_DOCS, SignKNNBase
 
 __all__ = ["SignKNNClassifier"]
@@ -90,6 +92,11 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
     that memory stays that of one batch however many there are; a
     :class:`numpy.memmap` is read in row batches, without a float copy.
 
+    Fitted on a :class:`dask.array.Array` (chunked by rows), the packed codes
+    stay on the Dask workers, one shard per chunk, and every query method gives
+    exactly the answers of the estimator fitted on the same codes as one NumPy
+    array; Dask queries give lazy Dask results (see :ref:`distributed`).
+
     Examples
     --------
     >>> import numpy as np
@@ -142,10 +149,18 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
         self._reject_iterator(X, "fit")
         # A failing fit leaves a fitted estimator exactly as it was.
         with restore_state_on_error(self):
-            X, y = validate_data(self, X, y, dtype=None if self.packed else "numeric")
-            check_classification_targets(y)
-            codes = self._fit_codes(X)
-            classes, y_encoded = np.unique(y, return_inverse=True)
+            if is_dask_array(X):
+                y = self._validate_sharded_y(X, y)
+                check_classification_targets(y)
+                classes, y_encoded = np.unique(y, return_inverse=True)
+                codes = self._fit_sharded(X, y_encoded.astype(np.intp, copy=False))
+            else:
+                X, y = validate_data(
+                    self, X, y, dtype=None if self.packed else "numeric"
+                )
+                check_classification_targets(y)
+                codes = self._fit_codes(X)
+                classes, y_encoded = np.unique(y, return_inverse=True)
         self._store_codes(*codes)
         self.classes_ = classes
         self._y = y_encoded.astype(np.intp)
@@ -177,6 +192,15 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
         check_is_fitted(self)
         if is_batch_iterator(X):
             return stream_batches(self._predict_proba_array, X)
+        if self._on_dask(X):
+            return sharded_predict(
+                self,
+                X,
+                "_proba_of_neighbors",
+                np.float64,
+                (len(self.classes_),),
+                public="predict_proba",
+            )
         return self._predict_proba_array(X)
 
     def _predict_proba_array(self, X):
@@ -188,9 +212,14 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
 
     def _proba_of_words(self, words):
         counts, ind = self._search(words, self.n_neighbors)
+        return self._proba_of_neighbors(counts, self._y[ind])
+
+    def _proba_of_neighbors(self, counts, y_neighbors):
+        """Class shares of neighbours at `counts` differing bits, of classes
+        `y_neighbors` (encoded), both of shape (n_queries, n_neighbors)."""
         weights = _get_weights(counts / self.n_bits_, self.weights)
-        n_queries, n_classes = ind.shape[0], len(self.classes_)
-        flat = (np.arange(n_queries)[:, None] * n_classes + self._y[ind]).ravel()
+        n_queries, n_classes = y_neighbors.shape[0], len(self.classes_)
+        flat = (np.arange(n_queries)[:, None] * n_classes + y_neighbors).ravel()
         proba = np.bincount(
             flat,
             weights=None if weights is None else weights.ravel(),
@@ -231,6 +260,15 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
         check_is_fitted(self)
         if is_batch_iterator(X):
             return stream_batches(self._predict_array, X)
+        if self._on_dask(X):
+            return sharded_predict(
+                self,
+                X,
+                "_labels_of_neighbors",
+                self.classes_.dtype,
+                (),
+                public="predict",
+            )
         return self._predict_array(X)
 
     def _predict_array(self, X):
@@ -240,6 +278,11 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
             proba = self._proba_of_words(words)
             out[rows] = self.classes_[proba.argmax(axis=1)]
         return out
+
+    def _labels_of_neighbors(self, counts, y_neighbors):
+        """Voted labels (see :meth:`_proba_of_neighbors`)."""
+        proba = self._proba_of_neighbors(counts, y_neighbors)
+        return self.classes_[proba.argmax(axis=1)]
 
     def score(self, X, y, sample_weight=None):
         """Mean accuracy on the given test codes and labels.

@@ -23,6 +23,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._compat import Interval, StrOptions
 from sksign._utils import reject_batch_iterator
+from sksign.distributed import is_dask_array
+from sksign.distributed._knn import (
+    check_fit_rows,
+    fit_shards,
+    sharded_kneighbors,
+    sharded_radius_neighbors,
+)
 from sksign.estimators._sign_knn_faiss import (
     build_faiss_index,
     deserialize_faiss_index,
@@ -158,22 +165,25 @@ class SignKNNBase(BaseEstimator):
         row_bytes = X.shape[1] * X.dtype.itemsize
         return gen_batches(X.shape[0], auto_batch_size(self.batch_size, row_bytes))
 
+    def _fit_n_bits(self, n_features):
+        """Bits per code of training rows with `n_features` columns."""
+        if self.packed:
+            return check_n_bits(self.n_bits, n_features)
+        if self.n_bits is not None and self.n_bits != n_features:
+            raise ValueError(
+                f"n_bits={self.n_bits} does not match X, which has "
+                f"{n_features} features (one per bit, packed=False); "
+                "leave n_bits=None or use packed=True."
+            )
+        return n_features
+
     def _fit_codes(self, X):
         """``(n_bits, words, faiss_index)`` of a validated training `X`.
 
         Sets nothing on the estimator: the caller stores the result with
         :meth:`_store_codes` once every check of its `fit` has passed.
         """
-        if self.packed:
-            n_bits = check_n_bits(self.n_bits, X.shape[1])
-        else:
-            if self.n_bits is not None and self.n_bits != X.shape[1]:
-                raise ValueError(
-                    f"n_bits={self.n_bits} does not match X, which has "
-                    f"{X.shape[1]} features (one per bit, packed=False); "
-                    "leave n_bits=None or use packed=True."
-                )
-            n_bits = X.shape[1]
+        n_bits = self._fit_n_bits(X.shape[1])
         if self.approximate and self.algorithm == "popcount":
             raise ValueError(
                 "approximate=True needs algorithm='faiss' (or 'auto'); got "
@@ -184,11 +194,38 @@ class SignKNNBase(BaseEstimator):
         faiss_index = build_faiss_index(words, self.approximate) if use_faiss else None
         return n_bits, words, faiss_index
 
+    def _validate_sharded_y(self, X, y, **check_params):
+        """Validated `y` of a fit on a Dask array `X` (checked, not computed).
+
+        `X` is left to :func:`sksign.distributed._knn.check_fit_rows`; only
+        its number of columns is recorded here.
+        """
+        y = validate_data(self, "no_validation", y, **check_params)
+        self.n_features_in_ = X.shape[1]
+        return y
+
+    def _fit_sharded(self, X, y):
+        """``(n_bits, shards, None)`` of a Dask array of training codes.
+
+        The codes are packed on the workers, one shard per row chunk, and
+        persisted there with the targets `y` (a NumPy array as the estimator
+        stores them, one row per code); see :mod:`sksign.distributed`.
+        """
+        X = check_fit_rows(self, X)
+        n_bits = self._fit_n_bits(X.shape[1])
+        return n_bits, fit_shards(self, X, y, n_bits), None
+
     def _store_codes(self, n_bits, words, faiss_index):
         self.n_bits_ = n_bits
         self.n_samples_fit_ = words.shape[0]
-        self._fit_words = words
+        sharded = not isinstance(words, np.ndarray)
+        self._fit_words = None if sharded else words
+        self._fit_shards = words if sharded else None
         self._faiss_index = faiss_index
+
+    def _on_dask(self, X):
+        """Whether the codes are sharded on a Dask cluster or `X` is a Dask array."""
+        return getattr(self, "_fit_shards", None) is not None or is_dask_array(X)
 
     def _query_words(self, X):
         """Number of rows of `X` and a generator of its ``(rows, words)``.
@@ -251,14 +288,18 @@ class SignKNNBase(BaseEstimator):
         ind = np.empty((n, n_neighbors), dtype=np.int64)
         for rows in gen_batches(n, step):
             d, i = self._search(self._fit_words[rows], n_neighbors + 1)
-            is_self = i == np.arange(rows.start, rows.stop)[:, None]
-            # Drop the code itself, or, where duplicates with smaller indices
-            # push it past the k + 1 found, the last one.
-            is_self[~is_self.any(axis=1), -1] = True
-            keep = ~is_self
-            dist[rows] = d[keep].reshape(-1, n_neighbors)
-            ind[rows] = i[keep].reshape(-1, n_neighbors)
+            dist[rows], ind[rows] = self._drop_self(d, i, rows.start, n_neighbors)
         return dist, ind
+
+    @staticmethod
+    def _drop_self(d, i, first, n_neighbors):
+        """The k of k + 1 neighbours of training rows ``first, first + 1, ...``."""
+        is_self = i == np.arange(first, first + i.shape[0])[:, None]
+        # Drop the code itself, or, where duplicates with smaller indices
+        # push it past the k + 1 found, the last one.
+        is_self[~is_self.any(axis=1), -1] = True
+        keep = ~is_self
+        return d[keep].reshape(-1, n_neighbors), i[keep].reshape(-1, n_neighbors)
 
     # ---------------------------------------------------------------------- API
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
@@ -268,7 +309,8 @@ class SignKNNBase(BaseEstimator):
         ----------
         X : array-like of shape (n_queries, n_features), default=None
             Query codes, in the format of `fit`. None: the training codes, each
-            without itself (as in scikit-learn).
+            without itself (as in scikit-learn). A Dask array (or None after a
+            fit on a Dask array) gives lazy Dask arrays.
 
         n_neighbors : int, default=None
             Number of neighbours; None means the `n_neighbors` parameter.
@@ -301,6 +343,8 @@ class SignKNNBase(BaseEstimator):
         """
         check_is_fitted(self)
         self._reject_iterator(X, "kneighbors")
+        if self._on_dask(X):
+            return sharded_kneighbors(self, X, n_neighbors, return_distance)
         query_is_train = X is None
         if not query_is_train:
             X = self._validate_X(X, reset=False)
@@ -327,7 +371,8 @@ class SignKNNBase(BaseEstimator):
         ----------
         X : array-like of shape (n_queries, n_features), default=None
             Query codes, in the format of `fit`. None: the training codes, each
-            without itself.
+            without itself. A Dask array (or None after a fit on a Dask array)
+            gives lazy Dask arrays.
 
         radius : float
             Largest normalised distance (in [0, 1]) returned; required, since
@@ -360,15 +405,10 @@ class SignKNNBase(BaseEstimator):
         """
         check_is_fitted(self)
         self._reject_iterator(X, "radius_neighbors")
-        if radius is None or isinstance(radius, bool) or not isinstance(radius, Real):
-            raise ValueError(
-                f"radius must be a real number (a normalised distance in [0, 1]); "
-                f"got {radius!r}."
-            )
-        if not (np.isfinite(radius) and radius >= 0):
-            raise ValueError(
-                "radius must be a finite normalised distance >= 0 (in [0, 1]); "
-                f"got {radius!r}."
+        self._check_radius(radius)
+        if self._on_dask(X):
+            return sharded_radius_neighbors(
+                self, X, radius, return_distance, sort_results
             )
         query_is_train = X is None
         if not query_is_train:
@@ -401,6 +441,19 @@ class SignKNNBase(BaseEstimator):
         if return_distance:
             return all_dist, all_ind
         return all_ind
+
+    @staticmethod
+    def _check_radius(radius):
+        if radius is None or isinstance(radius, bool) or not isinstance(radius, Real):
+            raise ValueError(
+                f"radius must be a real number (a normalised distance in [0, 1]); "
+                f"got {radius!r}."
+            )
+        if not (np.isfinite(radius) and radius >= 0):
+            raise ValueError(
+                "radius must be a finite normalised distance >= 0 (in [0, 1]); "
+                f"got {radius!r}."
+            )
 
     # -------------------------------------------------------------- persistence
     def __getstate__(self):

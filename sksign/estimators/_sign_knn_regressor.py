@@ -14,6 +14,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sksign._compat import StrOptions, _fit_context, _get_weights
 from sksign._docstrings import Substitution
 from sksign._utils import is_batch_iterator, restore_state_on_error, stream_batches
+from sksign.distributed import is_dask_array
+from sksign.distributed._knn import sharded_predict
 from sksign.estimators._sign_knn_base import SIGN_KNN_DOCS, SignKNNBase
 
 __all__ = ["SignKNNRegressor"]
@@ -87,6 +89,11 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
     say) and then returns a generator of per-batch predictions, so that memory
     stays that of one batch however many there are.
 
+    Fitted on a :class:`dask.array.Array` (chunked by rows), the packed codes
+    stay on the Dask workers, one shard per chunk, and `predict` gives exactly
+    the single-machine means; Dask queries give lazy Dask results (see
+    :ref:`distributed`).
+
     Examples
     --------
     >>> import numpy as np
@@ -144,15 +151,19 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
         self._reject_iterator(X, "fit")
         # A failing fit leaves a fitted estimator exactly as it was.
         with restore_state_on_error(self):
-            X, y = validate_data(
-                self,
-                X,
-                y,
-                dtype=None if self.packed else "numeric",
-                multi_output=True,
-            )
-            y = _check_targets(y)
-            codes = self._fit_codes(X)
+            if is_dask_array(X):
+                y = _check_targets(self._validate_sharded_y(X, y, multi_output=True))
+                codes = self._fit_sharded(X, y.reshape(y.shape[0], -1))
+            else:
+                X, y = validate_data(
+                    self,
+                    X,
+                    y,
+                    dtype=None if self.packed else "numeric",
+                    multi_output=True,
+                )
+                y = _check_targets(y)
+                codes = self._fit_codes(X)
         self._store_codes(*codes)
         self._y = y
         return self
@@ -190,6 +201,16 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
         check_is_fitted(self)
         if is_batch_iterator(X):
             return stream_batches(self._predict_array, X)
+        if self._on_dask(X):
+            return sharded_predict(
+                self,
+                X,
+                "_predict_of_neighbors",
+                np.float64,
+                () if self._y.ndim == 1 else (self._y.shape[1],),
+                public="predict",
+                ravel=self._y.ndim == 1,
+            )
         return self._predict_array(X)
 
     def _predict_array(self, X):
@@ -199,19 +220,23 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
         y = self._y.reshape(self._y.shape[0], n_outputs)
         for rows, words in batches:
             counts, ind = self._search(words, self.n_neighbors)
-            weights = _get_weights(counts / self.n_bits_, self.weights)
-            if weights is None:
-                out[rows] = y[ind].mean(axis=1)
-            else:
-                weights = np.asarray(weights, dtype=np.float64)
-                if weights.shape != ind.shape:
-                    raise ValueError(
-                        "The weights callable must return an array of the shape "
-                        f"of its distances, {ind.shape}; got {weights.shape}."
-                    )
-                num = (y[ind] * weights[:, :, None]).sum(axis=1)
-                out[rows] = num / weights.sum(axis=1)[:, None]
+            out[rows] = self._predict_of_neighbors(counts, y[ind])
         return out.ravel() if self._y.ndim == 1 else out
+
+    def _predict_of_neighbors(self, counts, y_neighbors):
+        """(n_queries, n_outputs) means of the targets `y_neighbors`, of shape
+        (n_queries, n_neighbors, n_outputs), at `counts` differing bits."""
+        weights = _get_weights(counts / self.n_bits_, self.weights)
+        if weights is None:
+            return y_neighbors.mean(axis=1)
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != counts.shape:
+            raise ValueError(
+                "The weights callable must return an array of the shape "
+                f"of its distances, {counts.shape}; got {weights.shape}."
+            )
+        num = (y_neighbors * weights[:, :, None]).sum(axis=1)
+        return num / weights.sum(axis=1)[:, None]
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination (R2) of the predictions.

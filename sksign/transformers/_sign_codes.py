@@ -38,6 +38,8 @@ from sksign._utils import (
     restore_state_on_error,
     stream_batches,
 )
+from sksign.distributed import is_dask_array
+from sksign.distributed._transform import transform_blocks
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn import record_signs
 from sksign.nn.hooks import CONV_POOLS, RESIDUAL_MODES, TOKEN_POOLS
@@ -459,7 +461,10 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features), or iterator of arrays
             Samples. A numpy array (a memmap too) is converted one batch at a
-            time, so peak memory stays about the output plus one batch. An
+            time, so peak memory stays about the output plus one batch. A
+            :class:`dask.array.Array` chunked by rows gives a lazy Dask array
+            of codes with the same row chunks: the fitted net is sent once to
+            each worker and run on each block. An
             iterator of row batches (a generator, say) gives a generator of
             their codes, one array per batch, computed as it is consumed: the
             memory then stays that of one batch, whatever the number of
@@ -471,7 +476,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         -------
         codes : ndarray of shape (n_samples, n_bits_) or (n_samples, ceil(n_bits_ / 8))
             uint8 bits, int8 signs or packed uint8 bytes (see ``output``); for
-            an iterator, a generator of such arrays.
+            an iterator, a generator of such arrays; for a Dask array, a lazy
+            Dask array.
         """
         check_is_fitted(self)
         if is_batch_iterator(X):
@@ -484,6 +490,15 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
                     "use set_output(transform='default')."
                 )
             return stream_batches(self._transform_array, X)
+        if is_dask_array(X):
+            container = _get_output_config("transform", self)["dense"]
+            if container != "default":
+                raise ValueError(
+                    "transform was given a Dask array, which gives a Dask array "
+                    f"of codes, but set_output(transform={container!r}) asks for "
+                    "another container; use set_output(transform='default')."
+                )
+            return transform_blocks(self, X)
         return self._transform_array(X)
 
     def _transform_array(self, X):
