@@ -18,7 +18,13 @@ from sklearn.utils import gen_batches, get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
-from sksign._adapter import device_and_dtype, is_torch_net, to_tensor, torch_module
+from sksign._adapter import (
+    SKSIGN_NETS,
+    device_and_dtype,
+    is_torch_net,
+    to_tensor,
+    torch_module,
+)
 from sksign._compat import (
     HasMethods,
     Interval,
@@ -59,6 +65,18 @@ def _same_type_error(exc, message):
         return type(exc)(message)
     except Exception:
         return None
+
+
+def _split_sample_shape(X):
+    """``(rows, sample_shape)``: an array of samples with more than one axis
+    as a 2-D view of flat rows, and the samples' shape (None for rows)."""
+    if isinstance(X, np.ndarray) or (
+        isinstance(X, list | tuple) and X and not is_batch_iterator(X)
+    ):
+        arr = X if isinstance(X, np.ndarray) else np.asarray(X)
+        if arr.ndim > 2:
+            return arr.reshape(arr.shape[0], -1), tuple(arr.shape[1:])
+    return X, None
 
 
 class SignCodeTransformer(TransformerMixin, BaseEstimator):
@@ -150,7 +168,13 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
     n_bits_ : int
         Number of bits per sample.
     n_features_in_ : int
-        Number of features seen during fit.
+        Number of features seen during fit (the flat size of a sample when
+        the samples are images or other arrays).
+    sample_shape_ : tuple of int or None
+        Shape of one sample when X had more than two axes at fit (images
+        ``(C, H, W)``, say), else None. A bare module (or a plain skorch net)
+        is fed batches of that shape; sksign's nets and scikit-learn's MLPs
+        take the flat rows.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Column names of X, when X was a DataFrame with string column names.
 
@@ -238,7 +262,7 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features) or (n_samples, ...)
             Training data; DataFrames keep their column names.
         y : array-like of shape (n_samples,), default=None
             Targets, needed to fit the net when ``prefit=False``.
@@ -277,8 +301,13 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             fitted = deepcopy(est)
         else:
             base = _default_estimator(self.random_state) if est is None else est
-            X = validate_data(self, X, dtype=self._fit_dtype(base))
-            fitted = clone(base).fit(X, y, **fit_params)
+            rows, shape = _split_sample_shape(X)
+            self.sample_shape_ = shape
+            rows = validate_data(self, rows, dtype=self._fit_dtype(base))
+            # the net sees the samples in their own shape (images stay images)
+            data = rows if shape is None else rows.reshape(len(rows), *shape)
+            fitted = clone(base).fit(data, y, **fit_params)
+            X = rows
         self._check_readable(fitted)
         n_net = getattr(fitted, "n_features_in_", None)
         if n_net is not None and n_net != self.n_features_in_:
@@ -404,8 +433,11 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             ) as rec,
             torch.no_grad(),
         ):
+            shape = self._module_sample_shape()
             for rows in gen_batches(X.shape[0], self.batch_size):
                 xb = to_tensor(X[rows], device, dtype, keep_integers=keep_integers)
+                if shape is not None:
+                    xb = xb.reshape(len(xb), *shape)
                 if self.forward_kwargs is None:
                     module(xb)
                 else:
@@ -442,8 +474,18 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
 
         Such an array is only checked for its shape here; each batch is
         converted and checked for NaN/inf when it is read, so a memmap is
-        never loaded whole.
+        never loaded whole. Samples with more than one axis (images
+        (N, C, H, W), token arrays) are validated as flat rows; their shape
+        is recorded at fit (``sample_shape_``) and must match afterwards.
         """
+        X, shape = _split_sample_shape(X)
+        if reset:
+            self.sample_shape_ = shape
+        elif shape is not None and self.sample_shape_ not in (None, shape):
+            raise ValueError(
+                f"X has samples of shape {shape}, but {type(self).__name__} was "
+                f"fitted on samples of shape {self.sample_shape_}."
+            )
         if (
             isinstance(X, np.ndarray)
             and X.ndim == 2
@@ -454,12 +496,25 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             return X
         return validate_data(self, X, reset=reset, dtype=self._fit_dtype(est))
 
+    def _module_sample_shape(self):
+        """The sample shape the read module takes, or None for flat rows.
+
+        sksign's nets and scikit-learn's MLPs take flat rows (the nets
+        reshape images themselves); a bare module or another skorch net gets
+        its batches back in the shape of the samples seen at fit.
+        """
+        shape = getattr(self, "sample_shape_", None)
+        if shape is None or isinstance(self.estimator_, (*SKSIGN_NETS, *MLP_TYPES)):
+            return None
+        return shape
+
     def transform(self, X):
         """Sign code of each row of X.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or iterator of arrays
+        X : array-like of shape (n_samples, n_features) or (n_samples, ...), \
+or iterator of arrays
             Samples. A numpy array (a memmap too) is converted one batch at a
             time, so peak memory stays about the output plus one batch. A
             :class:`dask.array.Array` chunked by rows gives a lazy Dask array

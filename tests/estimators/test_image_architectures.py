@@ -2,8 +2,10 @@
 
 import numpy as np
 import pytest
+import torch
 
 from sksign.estimators import HTAFNetClassifier, ICBMClassifier
+from sksign.transformers import SignCodeTransformer
 
 TINY = {
     "resnet18": ({"width": 4}, "relu"),
@@ -90,3 +92,28 @@ def test_icbm_on_an_image_backbone_gives_binary_concepts(images):
     concepts = icbm.transform(X)
     assert concepts.shape == (48, 6)
     assert set(np.unique(concepts)) <= {0, 1}
+
+
+def test_last_layer_code_of_resnet18_is_the_last_block_s_out(images):
+    """Check the transformer's "last" code of ResNet-18 on images is the sign
+    of the input of layer4.1.act2 (S_out of the last block, its one call),
+    as a hand-written hook reads it."""
+    X, y = images
+    net = HTAFNetClassifier(
+        architecture="resnet18",
+        architecture_params={"width": 4},
+        activation="relu",
+        max_epochs=1,
+        random_state=0,
+    ).fit(X, y)
+    codes = SignCodeTransformer(net, prefit=True, conv_pool="flatten").fit(X)
+    seen = []
+    module = net.module_.eval()
+    handle = module.layer4[1].act2.register_forward_pre_hook(
+        lambda _m, args: seen.append(args[0].detach() > 0)
+    )
+    with torch.no_grad():
+        module(torch.as_tensor(X))
+    handle.remove()
+    (bits,) = seen
+    np.testing.assert_array_equal(codes.transform(X), bits.reshape(len(X), -1))
