@@ -26,8 +26,9 @@ try:
     from spikingjelly.activation_based.surrogate import SurrogateFunctionBase
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "HTAFSurrogate needs spikingjelly: pip install 'sksign[snn]' (or "
-        "pip install spikingjelly)."
+        "HTAFSurrogate needs spikingjelly: pip install --no-deps spikingjelly "
+        "loguru (its own dependencies pull torchvision, which fails beside the "
+        "CPU build of torch)."
     ) from exc
 
 from sksign.nn._validation import check_positive
