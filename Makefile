@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python -m pip install -e ".[benchmarks]"
 	$(BIN)/python benchmarks/bench_training.py
 	$(BIN)/python benchmarks/bench_knn.py
+	$(BIN)/python benchmarks/bench_packed.py
 
 docs: setup
 	$(MAKE) -C docs html SPHINXBUILD=$(abspath $(BIN))/sphinx-build

@@ -81,6 +81,7 @@ _API_SECTIONS = (
     ("Batch-independent readout", "sksign.nn.readout"),
     ("Image augmentation", "sksign.nn.augment"),
     ("Dask arrays", "sksign.distributed"),
+    ("Packed bit inference", "sksign.deploy"),
     ("Hooks, capture and sign recording", "sksign.nn.hooks"),
     ("Interventions on modules", "sksign.nn.interventions"),
     ("Losses", "sksign.nn.losses"),

@@ -14,6 +14,7 @@ PUBLIC_MODULES = (
     "sksign.inspection",
     "sksign.kernels",
     "sksign.distributed",
+    "sksign.deploy",
     "sksign.datasets",
     "sksign.nn",
     "sksign.nn.activations",

@@ -1,0 +1,266 @@
+"""Packed bit inference (``sksign.deploy``) against the same nets in torch float32.
+
+Prints one table of times and ratios measured side by side in one run (each
+callable run back to back, best of several, wall time), for nets of two hidden
+layers built by the estimators on 784 inputs and 10 classes (random weights:
+speed does not depend on training, except through the firing rate, printed):
+
+- BNN (Bi-Real binary MLP), DHN (HTAF MLP) and SNN (spiking MLP, T = 4);
+- hidden widths 1024 and 4096; batches 1, 64 and 1024; 1 and 2 threads;
+- "hidden": the second hidden layer alone (BNN: step, XNOR-popcount with the
+  BatchNorm folded, residual add, against ``x + bn(linear(2 step(x) - 1))``
+  with the binary weights precomputed as a float32 ``nn.Linear``; DHN: real
+  weights on bits with the bias folded into a threshold, against
+  ``step(linear(h))``; SNN: the same on spikes over T steps plus the
+  integrate-and-fire neurons, against torch's layer and ``IFNeuron``);
+- "model": the whole net end to end (first and last float layers included),
+  ``module(x)`` under ``torch.no_grad()`` in eval against
+  ``PackedNet.forward`` (for the BNN, torch's binary layers get their
+  weights ``mean|W| * sign(W)`` computed once, as a torch deployment would;
+  the note gives the net as built, which recomputes them at every call);
+- weight bytes of the BNN hidden layer, packed over float32;
+- the sign x sign kernel's multiply-accumulates per second, as a fraction of
+  the machine's popcount peak measured here (XOR + popcount of L1-resident
+  words, one thread).
+
+Run: ``python benchmarks/bench_packed.py`` (full grid, a few minutes) or
+``python benchmarks/bench_packed.py --quick`` (width 1024, batches 1 and 64,
+one thread); ``--widths``, ``--batches``, ``--threads`` and ``--nets`` pick
+a part of the grid.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import argparse
+import copy
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from numba import njit
+from threadpoolctl import ThreadpoolController
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import best_of
+
+from sksign.deploy import pack
+from sksign.estimators import HTAFNetClassifier
+from sksign.kernels._popcount import popcount64
+
+N_FEATURES, N_CLASSES, TIME_STEPS = 784, 10, 4
+# built once: a ThreadpoolController costs milliseconds to make
+BLAS = ThreadpoolController()
+
+
+@njit(cache=True, nogil=True)
+def _popcount_loop(a, b, repeats):
+    s = 0
+    for _ in range(repeats):
+        for w in range(a.shape[0]):
+            s += popcount64(a[w] ^ b[w])
+    return s
+
+
+def popcount_peak(repeats=20000):
+    """Bit comparisons per second of XOR + popcount on L1-resident words."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(0, 2**63, 512, dtype=np.uint64) for _ in range(2))
+    _popcount_loop(a, b, 10)
+    ((t, _),) = best_of([lambda: _popcount_loop(a, b, repeats)], 3)
+    return 64 * 512 * repeats / t
+
+
+def build(arch, width, seed=0):
+    """A net of two hidden layers of `width`, built by the estimator (untrained)."""
+    params = {"batch_norm": True} if arch == "bnn" else {}
+    est = HTAFNetClassifier(
+        (width, width),
+        architecture={"dhn": "mlp"}.get(arch, arch),
+        architecture_params=params,
+        time_steps=TIME_STEPS,
+        random_state=seed,
+    ).initialize_for(N_FEATURES, classes=list(range(N_CLASSES)))
+    module = est.module_.eval()
+    if arch == "bnn":  # BatchNorm statistics of a trained net, roughly
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for m in module.modules():
+                if isinstance(m, torch.nn.BatchNorm1d):
+                    m.running_mean.normal_(0, 0.5, generator=g)
+                    m.running_var.uniform_(0.5, 2.0, generator=g)
+    return est, module
+
+
+def precomputed(module):
+    """A copy of a BinaryMLP whose binary layers are plain float32 Linears.
+
+    ``BinaryLinear`` recomputes ``mean|W| * sign(W)`` at every forward; a
+    deployment in torch would compute it once, so that is the baseline.
+    """
+    fast = copy.deepcopy(module)
+    for i in range(fast.n_blocks):
+        fc = getattr(fast, f"fc{i}")
+        lin = torch.nn.Linear(fc.in_features, fc.out_features, bias=fc.bias is not None)
+        with torch.no_grad():
+            lin.weight.copy_(fc.binary_weight())
+            if fc.bias is not None:
+                lin.bias.copy_(fc.bias)
+        setattr(fast, f"fc{i}", lin)
+    return fast.eval()
+
+
+def hidden_pair(arch, est, module, packed, X):
+    """Torch and packed callables for the second hidden layer on X's activations."""
+    net = packed.net_
+    names = [lay["name"] for lay in net.layers]
+    with torch.no_grad():
+        x = torch.as_tensor(X)
+        if arch == "bnn":
+            stream = module.stem_bn(module.stem(x))
+            a = module.act0(stream)
+            stream = stream + module.bn0(module.fc0(2 * a - 1))
+            lin = module.fc1  # binary weights precomputed (see precomputed)
+
+            def torch_layer():
+                with torch.no_grad():
+                    return stream + module.bn1(lin(2 * module.act1(stream) - 1))
+
+            layers = [net.layers[names.index(n)] for n in ("act1", "fc1", "block1")]
+            kept = net.forward(X, keep=["block0"])
+            env0 = {"block0": kept["block0"]}
+            weight_ratio = (
+                net.tensors["fc1.weight_bits"].nbytes
+                + net.tensors["fc1.alpha"].nbytes
+                + net.tensors["fc1.beta"].nbytes
+            ) / (4 * lin.weight.numel())
+        elif arch == "dhn":
+            h = module.act0(module.fc0(x))
+
+            def torch_layer():
+                with torch.no_grad():
+                    return module.act1(module.fc1(h))
+
+            layers = [net.layers[names.index("fc1")]]
+            env0 = {"act0": net.forward(X, keep=["act0"])["act0"]}
+            weight_ratio = None
+        else:  # snn
+            z = module.fc0(x).unsqueeze(1).expand(-1, TIME_STEPS, -1)
+            s0 = module.spike0(z)
+
+            def torch_layer():
+                with torch.no_grad():
+                    return module.spike1(module.fc1(s0))
+
+            layers = [net.layers[names.index(n)] for n in ("fc1", "spike1")]
+            env0 = {"spike0": net.forward(X, keep=["spike0"])["spike0"]}
+            weight_ratio = None
+
+    def packed_layer(n_threads):
+        env = dict(env0)
+        for layer in layers:
+            env[layer["output"]] = net._run(layer, env, len(X), n_threads)
+        return env
+
+    return torch_layer, packed_layer, weight_ratio
+
+
+def firing_rate(packed, X, value):
+    words = packed.net_.forward(X, keep=[value])[value]
+    return float(packed.net_.unpack(value, words).mean())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small grid only")
+    parser.add_argument("--repeats", type=int, default=None, help="best of N runs")
+    parser.add_argument("--widths", type=int, nargs="+", help="hidden widths")
+    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes")
+    parser.add_argument("--threads", type=int, nargs="+", help="thread counts")
+    parser.add_argument(
+        "--nets", nargs="+", default=["bnn", "dhn", "snn"], help="bnn, dhn, snn"
+    )
+    args = parser.parse_args()
+    widths = args.widths or ([1024] if args.quick else [1024, 4096])
+    batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])
+    threads = args.threads or ([1] if args.quick else [1, 2])
+    rng = np.random.default_rng(0)
+    X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)
+
+    peak = popcount_peak()
+    print(f"# {platform.processor() or platform.machine()}; torch {torch.__version__}")
+    print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
+    header = (
+        "| net | width | threads | batch | part | torch (ms) | packed (ms) "
+        "| speed-up | note |"
+    )
+    print(header)
+    print("|---" * 9 + "|")
+    for arch in args.nets:
+        for width in widths:
+            est, module = build(arch, width)
+            packed = pack(est)
+            as_built = module
+            if arch == "bnn":
+                module = precomputed(module)
+            fire = {"bnn": "act1", "dhn": "act0", "snn": "spike0"}[arch]
+            rate = firing_rate(packed, X_all[:64], fire)
+            for n_threads in threads:
+                torch.set_num_threads(n_threads)
+                for batch in batches:
+                    X = X_all[:batch]
+                    xt = torch.as_tensor(X)
+                    t_layer, p_layer, weight_ratio = hidden_pair(
+                        arch, est, module, packed, X
+                    )
+
+                    def torch_model(xt=xt, module=module):
+                        with torch.no_grad():
+                            return module(xt)
+
+                    def packed_model(X=X, n_threads=n_threads, packed=packed):
+                        with BLAS.limit(limits=n_threads, user_api="blas"):
+                            return packed.net_.forward(X, n_threads)
+
+                    def packed_hidden(n_threads=n_threads, p_layer=p_layer):
+                        with BLAS.limit(limits=n_threads, user_api="blas"):
+                            return p_layer(n_threads)
+
+                    repeats = args.repeats or (3 if batch * width >= 1024 * 4096 else 7)
+                    # each callable's runs back to back (warm caches: the
+                    # torch BNN streams its float weights through the cache)
+                    tl, pl, tm, pm = (
+                        best_of([fn], repeats)[0][0]
+                        for fn in (t_layer, packed_hidden, torch_model, packed_model)
+                    )
+                    model_note = ""
+                    if arch == "bnn":
+
+                        def torch_built(xt=xt, module=as_built):
+                            with torch.no_grad():
+                                return module(xt)
+
+                        ((tb, _),) = best_of([torch_built], min(repeats, 3))
+                        model_note = f"torch BinaryLinear as built: {tb * 1e3:.1f} ms"
+                    note = f"firing {rate:.2f}"
+                    if weight_ratio is not None:
+                        note += f"; weights {1 / weight_ratio:.1f}x smaller"
+                    if arch == "bnn":
+                        macs = batch * width * width
+                        note += f"; {macs / pl / 1e9:.0f} GMAC/s"
+                        if n_threads == 1:
+                            note += f" ({macs / pl / peak:.0%} of peak)"
+                    for part, t_t, t_p in (("hidden", tl, pl), ("model", tm, pm)):
+                        print(
+                            f"| {arch} | {width} | {n_threads} | {batch} | {part} "
+                            f"| {t_t * 1e3:.3f} | {t_p * 1e3:.3f} | {t_t / t_p:.2f}x "
+                            f"| {note if part == 'hidden' else model_note} |",
+                            flush=True,
+                        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""PackedClassifier and PackedRegressor: scikit-learn estimators over a PackedNet."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import ThreadpoolController
+
+from sksign.deploy._runtime import PackedNet
+from sksign.kernels import effective_n_threads
+
+__all__ = ["PackedClassifier", "PackedRegressor"]
+
+
+_CONTROLLER = []
+
+
+def _blas_controller():
+    """One ThreadpoolController per process (building one costs milliseconds)."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
+
+
+def _labels(graph):
+    classes = graph.get("classes")
+    dtype = graph.get("classes_dtype")
+    ok = (
+        isinstance(classes, list)
+        and classes
+        and all(isinstance(c, (str, int, float, bool)) for c in classes)
+        and (dtype is None or isinstance(dtype, str))
+    )
+    if not ok:
+        raise ValueError(
+            "Not a valid packed model: 'classes' must be a non-empty list of labels."
+        )
+    try:
+        labels = np.asarray(classes, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(
+            f"Not a valid packed model: bad 'classes' or 'classes_dtype' {dtype!r}."
+        ) from exc
+    if labels.ndim != 1 or labels.dtype.kind not in "biufU":
+        raise ValueError("Not a valid packed model: 'classes' must be 1-D labels.")
+    return labels
+
+
+class _PackedBase(BaseEstimator):
+    """What both packed estimators share: reading the net, checking X, running."""
+
+    _estimator_kind = ""
+
+    def __init__(self, net=None, *, n_jobs=None):
+        self.net = net
+        self.n_jobs = n_jobs
+
+    def fit(self, X=None, y=None):
+        """Read the packed net (it is trained already; `X` and `y` are ignored).
+
+        Parameters
+        ----------
+        X : None
+            Ignored: a packed model is made by :func:`sksign.deploy.pack`
+            from a trained net.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        net = self.net
+        if not isinstance(net, PackedNet):
+            raise TypeError(
+                f"{type(self).__name__} needs a PackedNet (see sksign.deploy.pack "
+                f"and sksign.deploy.load); got net={net!r}."
+            )
+        kind = net.graph["estimator"]
+        if kind != self._estimator_kind:
+            raise ValueError(
+                f"The packed net is a {kind}; use Packed{kind.title()} for it."
+            )
+        names = net.graph.get("feature_names_in")
+        if names is not None and (
+            not isinstance(names, list)
+            or len(names) != net.graph["n_features_in"]
+            or not all(isinstance(n, str) for n in names)
+        ):
+            raise ValueError(
+                "Not a valid packed model: 'feature_names_in' must list one name "
+                "per feature."
+            )
+        self.net_ = net
+        self.n_features_in_ = int(net.graph["n_features_in"])
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self._fit_metadata(net.graph)
+        return self
+
+    def _rows(self, X):
+        """Checked float32 rows (images are flattened, as the nets take them)."""
+        check_is_fitted(self, "net_")
+        if isinstance(X, np.ndarray) and X.ndim > 2:
+            X = X.reshape(X.shape[0], -1)
+        X = validate_data(self, X, reset=False, dtype=np.float32)
+        return np.ascontiguousarray(X, dtype=np.float32)
+
+    def _outputs(self, X):
+        """Raw float32 outputs of the net for `X`.
+
+        The BLAS calls of the float layers run on the same number of threads
+        as the bit kernels.
+        """
+        X = self._rows(X)
+        n_threads = effective_n_threads(self.n_jobs)
+        with _blas_controller().limit(limits=n_threads, user_api="blas"):
+            return self.net_.forward(X, n_threads)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class PackedClassifier(ClassifierMixin, _PackedBase):
+    """A trained step classifier that runs on packed bits (numpy + numba).
+
+    Made by :func:`sksign.deploy.pack` from a fitted
+    :class:`~sksign.estimators.HTAFNetClassifier` or
+    :class:`~sksign.estimators.ICBMClassifier`, or read by
+    :func:`sksign.deploy.load`. Predictions equal the torch net's in eval
+    mode (see :ref:`deploy` for what is exact and what agrees to float
+    rounding).
+
+    Parameters
+    ----------
+    net : PackedNet, default=None
+        The packed layer graph.
+    n_jobs : int, default=None
+        Threads of the kernels; None means 1 unless in a
+        :func:`joblib.parallel_config` context, -1 means all processors.
+
+    Attributes
+    ----------
+    net_ : PackedNet
+        The validated net.
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    n_features_in_ : int
+        Number of features the net takes.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features, when the net was fitted on a DataFrame.
+
+    See Also
+    --------
+    sksign.deploy.pack : Make one from a fitted net.
+    PackedRegressor : The regression counterpart.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sksign.estimators import HTAFNetClassifier
+    >>> from sksign.deploy import pack
+    >>> X, y = load_digits(return_X_y=True)
+    >>> net = HTAFNetClassifier((32,), max_epochs=2, random_state=0).fit(X / 16, y)
+    >>> packed = pack(net)
+    >>> bool((packed.predict(X / 16) == net.predict(X / 16)).all())
+    True
+    """
+
+    _estimator_kind = "classifier"
+
+    def _fit_metadata(self, graph):
+        self.classes_ = _labels(graph)
+        if len(self.classes_) != self.net.n_outputs_:
+            raise ValueError(
+                f"Not a valid packed model: {len(self.classes_)} classes for "
+                f"{self.net.n_outputs_} outputs."
+            )
+
+    def decision_function(self, X):
+        """Logits of the net (for two classes, class 1's logit minus class 0's).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples (images are flattened).
+
+        Returns
+        -------
+        logits : ndarray of shape (n_samples, n_classes) or (n_samples,)
+            float64 logits.
+        """
+        logits = self._outputs(X).astype(np.float64)
+        if logits.shape[1] == 2:
+            return logits[:, 1] - logits[:, 0]
+        return logits
+
+    def predict_proba(self, X):
+        """Class probabilities: the float32 softmax of the logits.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            float64 probabilities, one column per class of ``classes_``.
+        """
+        logits = self._outputs(X)
+        z = logits - logits.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        proba = e / e.sum(axis=1, keepdims=True, dtype=np.float32)
+        return proba.astype(np.float64)
+
+    def predict(self, X):
+        """Predicted class labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels of ``classes_``.
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[proba.argmax(axis=1)]
+
+
+class PackedRegressor(RegressorMixin, _PackedBase):
+    """A trained step regressor that runs on packed bits (numpy + numba).
+
+    Made by :func:`sksign.deploy.pack` from a fitted
+    :class:`~sksign.estimators.HTAFNetRegressor` (its target scaling
+    included) or read by :func:`sksign.deploy.load`.
+
+    Parameters
+    ----------
+    net : PackedNet, default=None
+        The packed layer graph.
+    n_jobs : int, default=None
+        Threads of the kernels; None means 1 unless in a
+        :func:`joblib.parallel_config` context, -1 means all processors.
+
+    Attributes
+    ----------
+    net_ : PackedNet
+        The validated net.
+    n_outputs_ : int
+        Number of targets.
+    target_mean_, target_scale_ : ndarray of shape (n_outputs_,)
+        The target scaling learned by the net (outputs are
+        ``net * scale + mean``).
+    n_features_in_ : int
+        Number of features the net takes.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features, when the net was fitted on a DataFrame.
+
+    See Also
+    --------
+    sksign.deploy.pack : Make one from a fitted net.
+    PackedClassifier : The classification counterpart.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.estimators import HTAFNetRegressor
+    >>> from sksign.deploy import pack
+    >>> X = np.random.RandomState(0).rand(40, 3)
+    >>> reg = HTAFNetRegressor((16,), max_epochs=2, random_state=0).fit(X, X.sum(1))
+    >>> np.allclose(pack(reg).predict(X), reg.predict(X))
+    True
+    """
+
+    _estimator_kind = "regressor"
+
+    def _fit_metadata(self, graph):
+        n = self.net.n_outputs_
+        mean = self.net.tensors.get("target_mean", np.zeros(n))
+        scale = self.net.tensors.get("target_scale", np.ones(n))
+        if mean.shape != (n,) or scale.shape != (n,):
+            raise ValueError(
+                "Not a valid packed model: the target scaling does not match "
+                f"the {n} outputs."
+            )
+        self.n_outputs_ = n
+        self.target_mean_ = np.asarray(mean, dtype=np.float64)
+        self.target_scale_ = np.asarray(scale, dtype=np.float64)
+        y_ndim = graph.get("y_ndim", 1)
+        if y_ndim not in (1, 2) or isinstance(y_ndim, bool):
+            raise ValueError("Not a valid packed model: 'y_ndim' must be 1 or 2.")
+        self._y_ndim = int(y_ndim)
+
+    def predict(self, X):
+        """Predicted targets, in the units of the y the net was fitted on.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs_)
+            As many dimensions as the y of the fit.
+        """
+        out = self._outputs(X).astype(np.float64)
+        out = out * self.target_scale_ + self.target_mean_
+        return out.ravel() if self._y_ndim == 1 else out

