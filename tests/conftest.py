@@ -30,6 +30,28 @@ def digits():
     return train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask cluster of two loopback worker processes (one thread each, one
+    torch/BLAS thread as here), one per test module, closed after it."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=None,
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        silence_logs=50,  # a test kills a worker on purpose
+    )
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
 class HostTransfers:
     """(dtype, shape) of each tensor moved to the host by ``.cpu()``, ``.numpy()``."""
 

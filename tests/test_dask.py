@@ -31,27 +31,6 @@ RANDOM_STATE = 0
 
 
 @pytest.fixture(scope="module")
-def client():
-    """A two-process loopback cluster, closed when the module is done."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        # one torch/BLAS thread per worker, as in the parent (conftest.py)
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        silence_logs=40,
-    )
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
-@pytest.fixture(scope="module")
 def small_digits(digits):
     X_train, _, y_train, _ = digits
     return X_train[:240], y_train[:240]

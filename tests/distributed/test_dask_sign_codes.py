@@ -23,26 +23,6 @@ RANDOM_STATE = 0
 
 
 @pytest.fixture(scope="module")
-def client():
-    """A two-process loopback cluster, closed when the module is done."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        silence_logs=40,
-    )
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
-@pytest.fixture(scope="module")
 def data():
     rng = np.random.RandomState(RANDOM_STATE)
     X = rng.randn(300, 8)

@@ -31,26 +31,6 @@ N_TRAIN = 160
 N_QUERIES = 40
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A two-process loopback cluster, closed when the module is done."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        silence_logs=40,
-    )
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
 def _codes(kind, n_bits, seed, n=N_TRAIN, n_queries=N_QUERIES):
     """Codes (0/1 uint8), 3 classes, queries; clustered ones have many ties.
 

@@ -19,26 +19,6 @@ da = pytest.importorskip("dask.array")
 from sksign.estimators import SignKNNClassifier  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    """A two-process loopback cluster of its own (a worker gets killed)."""
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address=None,
-        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        silence_logs=50,
-    )
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
 def _slow_copy(block):
     time.sleep(0.25)
     return block.copy()
