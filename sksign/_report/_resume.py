@@ -53,10 +53,6 @@ class ResumableRun:
     def _cell_file(self, cell):
         return self.root / "cells" / f"{cell}.json"
 
-    def has(self, cell):
-        """Whether `cell` is finished (stored)."""
-        return self.enabled and self._cell_file(cell).exists()
-
     def checkpoint_dir(self, cell):
         """The checkpoint folder of `cell`'s net (None when disabled)."""
         if not self.enabled:

@@ -99,24 +99,23 @@ def fit_icbm_pair(cfg, data, backbone, seed, device, bar, run=None):
     scores = []
     for concept_act in ("relu", "htaf"):
         cell = f"icbm-{backbone}-{concept_act}-s{seed}"
-        if run is not None and run.has(cell):
-            scores.append(run.cell(cell, None))
-            bar.update(1)
-            continue
-        clf = ICBMClassifier(
-            checkpoint_dir=run.checkpoint_dir(cell) if run is not None else None,
-            backbone=backbone,
-            hidden_layer_sizes=cfg.icbm_hidden,
-            n_concepts=cfg.n_concepts,
-            concept_activation=concept_act,
-            max_epochs=cfg.epochs,
-            batch_size=cfg.batch_size,
-            lr=cfg.lr,
-            random_state=seed,
-            device=device,
-        ).fit(X_train, y_train)
-        score = float(clf.score(X_test, y_test))
-        scores.append(run.cell(cell, lambda s=score: s) if run is not None else score)
+
+        def score(concept_act=concept_act, cell=cell):
+            clf = ICBMClassifier(
+                checkpoint_dir=run.checkpoint_dir(cell) if run is not None else None,
+                backbone=backbone,
+                hidden_layer_sizes=cfg.icbm_hidden,
+                n_concepts=cfg.n_concepts,
+                concept_activation=concept_act,
+                max_epochs=cfg.epochs,
+                batch_size=cfg.batch_size,
+                lr=cfg.lr,
+                random_state=seed,
+                device=device,
+            ).fit(X_train, y_train)
+            return float(clf.score(X_test, y_test))
+
+        scores.append(run.cell(cell, score) if run is not None else score())
         bar.update(1)
     return scores
 
