@@ -1,7 +1,8 @@
 """Cost of HTAF against ReLU: the activation alone and in a ResNet-18.
 
 Prints a table of ratios measured side by side in one run (runs interleaved,
-best of several; wall time):
+best of several; wall time, and CPU time as "cpu x", the steadier figure on a
+shared machine):
 
 - HTAF forward + backward vs ``torch.relu`` on a conv-sized tensor, for the
   fused float32 kernel, the eager torch path, ``torch.compile`` of the plain
@@ -25,6 +26,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import llvmlite.binding
+import numba
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,10 +89,11 @@ def activation_table(shape, repeats, use_compile):
         return run
 
     times = best_of([step(f) for f in cands.values()], repeats)
-    relu = times[0][0]
+    relu_wall, relu_cpu = times[0]
     rows = []
-    for (name, fn), (wall, _) in zip(cands.items(), times):
-        rows.append((name, wall * 1e3, wall / relu, _saved_multiple(fn, x0)))
+    for (name, fn), (wall, cpu) in zip(cands.items(), times):
+        saved = _saved_multiple(fn, x0)
+        rows.append((name, wall * 1e3, wall / relu_wall, cpu / relu_cpu, saved))
     return rows
 
 
@@ -145,15 +149,17 @@ def main(argv=None):
     shape = (16, 64, 32, 32) if args.quick else (64, 64, 32, 32)
     repeats = 5 if args.quick else 10
     print(f"threads={torch.get_num_threads()}  activation tensor {shape}")
-    print(f"{'activation fwd+bwd':<26}{'ms':>9}{'x ReLU':>9}{'saved/x':>9}")
-    for name, ms, ratio, saved in activation_table(shape, repeats, not args.no_compile):
-        print(f"{name:<26}{ms:>9.2f}{ratio:>9.2f}{saved:>9.2f}")
+    print(f"{'activation fwd+bwd':<26}{'ms':>9}{'x ReLU':>9}{'cpu x':>9}{'saved/x':>9}")
+    rows = activation_table(shape, repeats, not args.no_compile)
+    for name, ms, ratio, cpu_ratio, saved in rows:
+        print(f"{name:<26}{ms:>9.2f}{ratio:>9.2f}{cpu_ratio:>9.2f}{saved:>9.2f}")
     width, batch = (8, 8) if args.quick else (32, 32)
     relu, h = resnet_table(width, batch, 3 if args.quick else 5)
     print(f"\nResNet-18 train step, width {width}, batch {batch}, 32x32 inputs")
     print(f"{'relu':<26}{relu * 1e3:>9.1f} ms")
     print(f"{'htaf':<26}{h * 1e3:>9.1f} ms{h / relu:>9.2f}x ReLU")
     print("targets: fused HTAF fwd+bwd <= 3x ReLU; saved/x = 1")
+    print(f"host CPU {llvmlite.binding.get_host_cpu_name()}, numba {numba.__version__}")
 
 
 if __name__ == "__main__":

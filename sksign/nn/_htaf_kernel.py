@@ -1,25 +1,39 @@
 """Fused float32 CPU kernels of HTAF's forward and backward pass (numba).
 
-One pass over the data computes ``s = sigmoid(a1 * tanh(a0 * x))`` (forward)
-or ``g * dHTAF/dx`` from ``x`` (backward), with the two exponentials every
-element needs written out as a vectorisable polynomial (LLVM vectorises the
-loop only when it calls no library function):
+HTAF needs two exponentials per element in each direction, one for
+``t = |tanh(a0 x)|`` and one for the sigmoid of ``a1 t``; both are written out
+as a vectorisable polynomial (LLVM vectorises a loop only when it calls no
+library function), so each loop runs on eight float32 lanes (AVX2):
 
-- ``e = exp(-2 a0 |x|)`` gives ``|t| = |tanh(a0 x)| = -expm1(-2 a0 |x|) /
-  (2 + expm1(-2 a0 |x|))`` (expm1 comes free from the same polynomial, so
-  ``t`` keeps full relative precision near 0) and ``sech(a0 x)**2 =
-  4 e / (1 + e)**2``;
-- ``q = exp(-a1 |t|)`` gives ``sigmoid(a1 |t|) = 1 / (1 + q)`` and
-  ``sigmoid(-a1 |t|) = q / (1 + q)``, so ``s`` and ``1 - s`` are both exact
-  in the tails (no ``1 - s`` rounding to 0).
+- ``e = exp(-2 a0 |x|)`` gives ``t = -expm1(-2 a0 |x|) / (2 + expm1(-2 a0
+  |x|))`` (expm1 comes from the same polynomial, so ``t`` keeps full relative
+  precision near 0) and ``sech(a0 x)**2 = 4 e / (1 + e)**2 = e (1 + t)**2``;
+- ``q = exp(-a1 t)`` gives ``sigmoid(a1 t) = 1 / (1 + q)`` and
+  ``sigmoid(-a1 t) = q / (1 + q)``, so ``s`` and ``1 - s`` are both exact in
+  the tails (no ``1 - s`` rounding to 0).
 
 The derivative ``a0 a1 s (1 - s) (1 - t**2)`` is then
-``4 a0 a1 q e / ((1 + q) (1 + e))**2``: every factor is bounded, so nothing
+``a0 a1 q e ((1 + t) / (1 + q))**2``: every factor is bounded, so nothing
 overflows for any finite or infinite ``x`` and any ``a1``; NaN stays NaN.
 
-The exponential is exact to about 1 ulp over the whole float32 range,
-subnormal results included (the scale ``2**n`` is applied in two halves), and
-is 0 below ``exp(-104)``. This module needs numpy and numba only.
+The exponential is ``exp(z) = 2**n exp(r)`` with ``n = round(z / ln 2)``
+(the round-to-nearest of adding ``1.5 * 2**23``), ``exp(r) - 1 = r + r**2
+P(r)`` with a degree-4 minimax ``P`` on ``|r| <= ln(2) / 2`` (0.05 ulp) and
+``2**n`` added to the exponent bits. Where a result may leave the normal
+float32 range it is carried scaled (``e 2**64``, ``q 2**32``) and the scale
+is taken off in the last multiplication, so the tails are exact down into the
+subnormals; arguments are clamped where the result is 0 in float32 anyway.
+
+Each loop runs over blocks of ``_BLOCK`` elements in two passes (``t`` of the
+block into a scratch array, then the result from ``t``): two short dependency
+chains keep the vector units busier than one long one. The float constants
+reach the
+loops as an array argument (``_K``) rather than as literals: LLVM would
+otherwise reload each literal inside the loop from the constant pool (an
+address and a broadcast per use, a third of the loop's instructions), and the
+exponent arithmetic is int32 in LLVM (numba widens integer arithmetic to
+int64, which LLVM does not always narrow back); together these save about a
+fifth of the run time. This module needs numpy and numba only.
 """
 
 # Authors: The sksign developers
@@ -38,131 +52,191 @@ from numba.extending import intrinsic
 __all__ = ["htaf_backward_f32", "htaf_forward_f32"]
 
 _F = np.float32
-_LOG2E = _F(1.4426950408889634)
-_LN2_HI = _F(0.693145751953125)
-_LN2_LO = _F(1.4286067653301870e-06)
-# exp(x) for x >= _LOW is computed; below it the result is 0 (the smallest
-# float32 subnormal is 1.4e-45 = exp(-103.28)).
-_LOW = _F(-104.0)
-# Taylor coefficients of (exp(r) - 1 - r) / r**2 on |r| <= ln(2) / 2.
-_C6 = _F(1.9875691500e-4)
-_C5 = _F(1.3981999507e-3)
-_C4 = _F(8.3334519073e-3)
-_C3 = _F(4.1665795894e-2)
-_C2 = _F(1.6666665459e-1)
-_C1 = _F(5.0000001201e-1)
-_ONE = _F(1.0)
-_TWO = _F(2.0)
-_ZERO = _F(0.0)
-_HALF = _F(0.5)
-_BIAS = np.int32(127)
-_SHIFT = np.int32(23)
+# Degree-4 minimax P with exp(r) = 1 + r + r**2 P(r) on |r| <= ln(2) / 2.
+_P = (
+    0.4999999403953552,
+    0.1666652113199234,
+    0.04166838899254799,
+    0.008368710987269878,
+    0.0013814604608342052,
+)
+# Clamps of the exponent argument: the forward e stays normal (2**n with
+# n >= -126); below the others (e 2**64 and q 2**32 normal) the results are 0.
+_LOW_T, _LOW_E, _LOW_Q = -87.0, -131.0, -109.0
+_K = np.array(
+    [
+        1.4426950408889634,  # 0 log2(e)
+        12582912.0,  # 1 1.5 * 2**23: adding it rounds to an integer
+        0.6931471805599453,  # 2 ln 2 (one-constant reduction)
+        0.693145751953125,  # 3 ln 2, high part (two-constant reduction)
+        1.4286067653301870e-06,  # 4 ln 2, low part
+        *_P,  # 5-9
+        _LOW_T,  # 10
+        _LOW_E,  # 11
+        _LOW_Q,  # 12
+        1.0,  # 13
+        2.0,  # 14
+        2.0**32,  # 15
+        2.0**-32,  # 16
+        2.0**-64,  # 17
+        2.0**-96,  # 18
+        0.0,  # 19
+    ],
+    dtype=np.float32,
+)
+# Exponent offsets (scale << 23) of the scaled results.
+_S0, _S32, _S64 = 0, 32 << 23, 64 << 23
 # Work split: one parallel chunk per this many elements at least.
 _GRAIN = 1 << 15
+# Elements per block of the two-pass loops (three float32 blocks fit in L1).
+_BLOCK = 1024
 
 
 @intrinsic
-def _bits_to_f32(typingctx, bits):  # pragma: no cover - compiled
-    """Reinterpret an int32 as a float32 (one LLVM bitcast, vectorisable)."""
-    sig = types.float32(types.int32)
+def _exponent_bits(typingctx, kf):  # pragma: no cover - compiled
+    """``n << 23`` (int32) from ``kf = n + 1.5 * 2**23``: the low bits of ``kf``
+    hold ``n`` and the bits of ``1.5 * 2**23`` shift out."""
+    sig = types.int32(types.float32)
 
     def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
+        i32 = ir.IntType(32)
+        return builder.shl(builder.bitcast(args[0], i32), ir.Constant(i32, 23))
 
     return sig, codegen
 
 
-@njit(inline="always", fastmath={"contract"}, nogil=True, error_model="numpy")
-def _exp_expm1(x):  # pragma: no cover - compiled
-    """``(exp(x), expm1(x))`` for ``x <= 0`` in float32 (0 and -1 below -104).
+@intrinsic
+def _add_exponent(typingctx, value, nb, bias):  # pragma: no cover - compiled
+    """``value * 2**(n + scale)`` for a normal result: ``nb + bias`` (``n << 23``
+    and ``scale << 23``) added to the bits of ``value`` in int32."""
+    sig = types.float32(types.float32, types.int32, types.int32)
 
-    ``n = round(x / ln 2)``, ``r = x - n ln 2`` (two-constant Cody-Waite),
-    ``exp(r) - 1 = r + r**2 P(r)``, then ``exp(x) = 2**n exp(r)`` with ``2**n``
-    built from its bits in two halves (``n`` down to -150 without overflow
-    of the exponent field). For ``n = 0`` (``|x| < ln(2) / 2``) the expm1
-    value ``r + r**2 P(r)`` has no cancellation.
+    def codegen(context, builder, signature, args):
+        i32 = ir.IntType(32)
+        bits = builder.add(builder.bitcast(args[0], i32), builder.add(args[1], args[2]))
+        return builder.bitcast(bits, ir.FloatType())
+
+    return sig, codegen
+
+
+_JIT = {"fastmath": {"contract"}, "nogil": True, "error_model": "numpy"}
+_INLINE = {"inline": "always", **_JIT}
+
+
+@njit(**_INLINE)
+def _exp_parts(z, k, two_step):  # pragma: no cover - compiled
+    """``(n << 23, exp(r) - 1)`` with ``exp(z) = 2**n exp(r)``, ``z <= 0``.
+
+    ``two_step`` reduces with ln 2 in two parts (exact ``r`` for any ``n``);
+    one part costs ``|n| 2e-9`` in ``r``, well below the rounding error that
+    ``z`` carries where it is a product of rounded float32 numbers.
     """
-    xc = max(x, _LOW)
-    n = np.floor(xc * _LOG2E + _HALF)
-    r = xc - n * _LN2_HI
-    r = r - n * _LN2_LO
-    p = _C6 * r + _C5
-    p = p * r + _C4
-    p = p * r + _C3
-    p = p * r + _C2
-    p = p * r + _C1
-    pm1 = p * r * r + r  # exp(r) - 1
-    ni = np.int32(n)
-    n1 = ni >> np.int32(1)  # floor(n / 2) >= -52
-    n2 = ni - n1
-    s1 = _bits_to_f32(np.int32((n1 + _BIAS) << _SHIFT))
-    s2 = _bits_to_f32(np.int32((n2 + _BIAS) << _SHIFT))
-    scale = s1 * s2
-    e = (pm1 + _ONE) * s1 * s2
-    em1 = pm1 * scale + (scale - _ONE)
-    if x < _LOW:
-        e = _ZERO
-        em1 = -_ONE
-    if x != x:  # NaN stays NaN
-        e = x
-        em1 = x
-    return e, em1
+    kf = z * k[0] + k[1]
+    n = kf - k[1]
+    if two_step:
+        r = z - n * k[3]
+        r = r - n * k[4]
+    else:
+        r = z - n * k[2]
+    p = k[9] * r + k[8]
+    p = p * r + k[7]
+    p = p * r + k[6]
+    p = p * r + k[5]
+    return _exponent_bits(kf), p * (r * r) + r
 
 
-@njit(inline="always", fastmath={"contract"}, nogil=True, error_model="numpy")
-def _htaf_parts(x, a0, a1):  # pragma: no cover - compiled
-    """``(e, q)`` with ``e = exp(-2 a0 |x|)`` and ``q = exp(-a1 |tanh(a0 x)|)``."""
-    e, em1 = _exp_expm1(-_TWO * a0 * abs(x))
-    t = -em1 / (_TWO + em1)  # |tanh(a0 x)|, precise near 0
-    q, _ = _exp_expm1(-a1 * t)
-    return e, q
+@njit(**_INLINE)
+def _tanh_forward(x, m2a0, k):  # pragma: no cover - compiled
+    """``|tanh(a0 x)|`` (``m2a0 = -2 a0``); ``e`` stays normal here."""
+    nb, em1 = _exp_parts(max(m2a0 * abs(x), k[10]), k, False)
+    sc = _add_exponent(k[13], nb, _S0)  # 2**n
+    em1 = em1 * sc + (sc - k[13])  # expm1(-2 a0 |x|)
+    return em1 / (-k[14] - em1)
 
 
-@njit(inline="always", fastmath={"contract"}, nogil=True, error_model="numpy")
-def _forward_one(xi, a0, a1):  # pragma: no cover - compiled
-    _, q = _htaf_parts(xi, a0, a1)
-    # s = sigmoid(a1 |t|) for x >= 0, sigmoid(-a1 |t|) for x < 0
-    num = _ONE if xi >= _ZERO else q
-    return num / (_ONE + q)
+@njit(**_INLINE)
+def _htaf_from_tanh(x, t, ma1, k):  # pragma: no cover - compiled
+    """``sigmoid(a1 t)`` for ``x >= 0``, ``sigmoid(-a1 t)`` else (``ma1 = -a1``)."""
+    nb, pm1 = _exp_parts(max(t * ma1, k[12]), k, False)
+    qs = _add_exponent(pm1 + k[13], nb, _S32)  # q * 2**32
+    num = k[15] if x >= k[19] else qs
+    s = num / (qs * k[16] + k[13]) * k[16]
+    return x if x != x else s
 
 
-@njit(inline="always", fastmath={"contract"}, nogil=True, error_model="numpy")
-def _backward_one(xi, gi, k, a0, a1):  # pragma: no cover - compiled
-    e, q = _htaf_parts(xi, a0, a1)
-    den = (_ONE + q) * (_ONE + e)
-    return gi * (k * (q * e) / (den * den))
+@njit(**_INLINE)
+def _tanh_and_e(x, m2a0, k):  # pragma: no cover - compiled
+    """``(|tanh(a0 x)|, exp(-2 a0 |x|) * 2**64)``."""
+    nb, em1 = _exp_parts(max(m2a0 * abs(x), k[11]), k, True)
+    es = _add_exponent(em1 + k[13], nb, _S64)
+    sc = _add_exponent(k[13], nb, _S64) * k[17]  # 2**n, 0 below 2**-149
+    em1 = em1 * sc + (sc - k[13])
+    return em1 / (-k[14] - em1), es
 
 
-# Both loops run two independent halves of the array in one iteration: the
-# chain exp -> divide -> exp -> divide of one element is long, and two chains
-# side by side keep the vector units busier (about 15% faster than one).
+@njit(**_INLINE)
+def _grad_from_tanh(t, es, g, ma1, ks, k):  # pragma: no cover - compiled
+    """``g * dHTAF/dx`` from ``t``, ``e 2**64`` (``ks = a0 a1 2**-96``).
+
+    NaN in ``x`` reaches the result through ``t``.
+    """
+    nb, pm1 = _exp_parts(max(t * ma1, k[12]), k, False)
+    qs = _add_exponent(pm1 + k[13], nb, _S32)  # q * 2**32
+    ratio = (k[13] + t) / (qs * k[16] + k[13])  # (1 + t) / (1 + q)
+    return g * ((es * qs) * ks * (ratio * ratio))
 
 
-@njit(fastmath={"contract"}, nogil=True, error_model="numpy", cache=True)
-def _forward_loop(x, out, a0, a1):  # pragma: no cover - compiled
+@njit(**_INLINE)
+def _unpack(karr):  # pragma: no cover - compiled
+    """``_K`` as a tuple of scalars, read once before the loops (values in an
+    array the loops write could alias would be reloaded every iteration)."""
+    return (
+        karr[0], karr[1], karr[2], karr[3], karr[4], karr[5], karr[6],
+        karr[7], karr[8], karr[9], karr[10], karr[11], karr[12], karr[13],
+        karr[14], karr[15], karr[16], karr[17], karr[18], karr[19],
+    )  # fmt: skip
+
+
+# Both loops keep t (and e) of a block in scratch arrays and write ``out`` only
+# in the last pass, element by element after reading the inputs there: ``out``
+# may be ``x`` or ``g`` (the autograd function passes g in out's memory).
+
+
+@njit(**_JIT, cache=True)
+def _forward_loop(x, out, a0, a1, karr):  # pragma: no cover - compiled
+    k = _unpack(karr)
+    m2a0 = -k[14] * a0
+    ma1 = -a1
     n = x.shape[0]
-    h = n // 2
-    for i in range(h):
-        y1 = _forward_one(x[i], a0, a1)
-        y2 = _forward_one(x[i + h], a0, a1)
-        out[i] = y1
-        out[i + h] = y2
-    for i in range(2 * h, n):
-        out[i] = _forward_one(x[i], a0, a1)
+    tb = np.empty(min(n, _BLOCK), np.float32)
+    for lo in range(0, n, _BLOCK):
+        hi = min(lo + _BLOCK, n)
+        xb = x[lo:hi]
+        ob = out[lo:hi]
+        for i in range(hi - lo):
+            tb[i] = _tanh_forward(xb[i], m2a0, k)
+        for i in range(hi - lo):
+            ob[i] = _htaf_from_tanh(xb[i], tb[i], ma1, k)
 
 
-@njit(fastmath={"contract"}, nogil=True, error_model="numpy", cache=True)
-def _backward_loop(x, g, out, a0, a1):  # pragma: no cover - compiled
-    k = _F(4.0) * a0 * a1
+@njit(**_JIT, cache=True)
+def _backward_loop(x, g, out, a0, a1, karr):  # pragma: no cover - compiled
+    k = _unpack(karr)
+    m2a0 = -k[14] * a0
+    ma1 = -a1
+    ks = a0 * a1 * k[18]
     n = x.shape[0]
-    h = n // 2
-    for i in range(h):
-        y1 = _backward_one(x[i], g[i], k, a0, a1)
-        y2 = _backward_one(x[i + h], g[i + h], k, a0, a1)
-        out[i] = y1
-        out[i + h] = y2
-    for i in range(2 * h, n):
-        out[i] = _backward_one(x[i], g[i], k, a0, a1)
+    tb = np.empty(min(n, _BLOCK), np.float32)
+    eb = np.empty(min(n, _BLOCK), np.float32)
+    for lo in range(0, n, _BLOCK):
+        hi = min(lo + _BLOCK, n)
+        xb = x[lo:hi]
+        gb = g[lo:hi]
+        ob = out[lo:hi]
+        for i in range(hi - lo):
+            tb[i], eb[i] = _tanh_and_e(xb[i], m2a0, k)
+        for i in range(hi - lo):
+            ob[i] = _grad_from_tanh(tb[i], eb[i], gb[i], ma1, ks, k)
 
 
 _POOL: list[ThreadPoolExecutor] = []
@@ -171,31 +245,37 @@ if hasattr(os, "register_at_fork"):  # a forked child has none of the threads
 
 
 def _n_chunks(size: int, n_threads: int) -> int:
-    return max(1, min(n_threads, size // _GRAIN))
+    """Chunks of at least ``_GRAIN`` elements, up to four per thread."""
+    return max(1, min(4 * n_threads, size // _GRAIN)) if n_threads > 1 else 1
 
 
 def _run_chunked(loop, arrays, out, a0, a1, n_threads: int) -> None:
-    """Run ``loop(*arrays, out, a0, a1)`` over contiguous chunks in threads.
+    """Run ``loop(*arrays, out, a0, a1, _K)`` over contiguous chunks in threads.
 
     The loops release the GIL (``nogil``), so plain threads run them in
     parallel; unlike numba's parallel backends this is safe to call from
-    several Python threads at once.
+    several Python threads at once. ``n_threads`` threads (this one included)
+    take the chunks in turn from one list, so a thread slowed by other work on
+    its core takes fewer of them.
     """
     size = out.shape[0]
     chunks = _n_chunks(size, n_threads)
     if chunks == 1:
-        loop(*arrays, out, a0, a1)
+        loop(*arrays, out, a0, a1, _K)
         return
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1))
     step = -(-size // chunks)
-    futures = [
-        _POOL[0].submit(
-            loop, *(a[lo : lo + step] for a in arrays), out[lo : lo + step], a0, a1
-        )
-        for lo in range(step, size, step)
-    ]
-    loop(*(a[:step] for a in arrays), out[:step], a0, a1)
+    todo = iter(range(0, size, step))  # next() on it is atomic under the GIL
+
+    def work():
+        for lo in todo:
+            sl = slice(lo, lo + step)
+            loop(*(a[sl] for a in arrays), out[sl], a0, a1, _K)
+
+    helpers = min(n_threads, chunks) - 1
+    futures = [_POOL[0].submit(work) for _ in range(helpers)]
+    work()
     for f in futures:
         f.result()
 
@@ -216,7 +296,8 @@ def htaf_forward_f32(
     alpha0, alpha1 : float
         HTAF parameters (positive).
     n_threads : int, default=1
-        Threads for large arrays (chunks of at least 32768 elements).
+        Threads for large arrays (chunks of at least 32768 elements, taken in
+        turn).
     out : ndarray of float32, default=None
         Where to write the result (a new array when None).
 
@@ -254,7 +335,8 @@ def htaf_backward_f32(
     alpha0, alpha1 : float
         HTAF parameters (positive).
     n_threads : int, default=1
-        Threads for large arrays (chunks of at least 32768 elements).
+        Threads for large arrays (chunks of at least 32768 elements, taken in
+        turn).
     out : ndarray of float32, default=None
         Where to write the result (a new array when None).
 
