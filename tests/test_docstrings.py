@@ -30,6 +30,7 @@ PUBLIC_MODULES = (
     "sksign.nn.interventions",
     "sksign.nn.losses",
     "sksign.nn.resnet",
+    "sksign.nn.batchnorm",
     "sksign.nn.vit",
     "sksign.nn.bireal",
     "sksign.nn.sew_resnet",

@@ -138,6 +138,7 @@ class HTAFNetClassifier(
         skorch's criterion; it receives the logits and the encoded labels.
     {training}
     {steps}
+    {recalibrate_bn}
     {time_steps}
     sign_repulsion : float, default=0.0
         Final weight lambda of the intra-class sign repulsion regulariser
@@ -210,6 +211,7 @@ class HTAFNetClassifier(
         alpha0_start=None,
         anneal_epochs=16,
         inference="step",
+        recalibrate_bn=True,
         sign_repulsion=0.0,
         repulsion_tau=0.005,
         repulsion_warmup=50,
@@ -251,6 +253,7 @@ class HTAFNetClassifier(
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
         self.inference = inference
+        self.recalibrate_bn = recalibrate_bn
         self.sign_repulsion = sign_repulsion
         self.repulsion_tau = repulsion_tau
         self.repulsion_warmup = repulsion_warmup
@@ -289,6 +292,7 @@ class HTAFNetRegressor(
         float targets.
     {training}
     {steps}
+    {recalibrate_bn}
     {time_steps}
     standardize_target : bool, default=True
         Learn the mean and standard deviation of each target column in
@@ -385,6 +389,7 @@ class HTAFNetRegressor(
         alpha0_start=0.05,
         anneal_epochs=16,
         inference="step",
+        recalibrate_bn=True,
         standardize_target=True,
         early_stopping=False,
         validation_fraction=0.1,
@@ -425,6 +430,7 @@ class HTAFNetRegressor(
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
         self.inference = inference
+        self.recalibrate_bn = recalibrate_bn
         self.standardize_target = standardize_target
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction

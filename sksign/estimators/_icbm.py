@@ -27,6 +27,7 @@ from sksign.estimators._concepts import (
     concept_table,
 )
 from sksign.estimators._params import DOCS, ICBM_CONSTRAINTS
+from sksign.estimators._training import BatchNormRecalibrationMixin
 from sksign.nn import BACKBONES, ICBMNet, infer_input_shape, temporarily_eval
 
 __all__ = ["ConceptRecord", "ICBMClassifier"]
@@ -34,7 +35,11 @@ __all__ = ["ConceptRecord", "ICBMClassifier"]
 
 @Substitution(**DOCS)
 class ICBMClassifier(
-    TransformerMixin, ClassifierNetMixin, NetBase, NeuralNetClassifier
+    BatchNormRecalibrationMixin,
+    TransformerMixin,
+    ClassifierNetMixin,
+    NetBase,
+    NeuralNetClassifier,
 ):
     """Implicit concept bottleneck model: backbone, binary concepts, linear head.
 
@@ -93,6 +98,7 @@ class ICBMClassifier(
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         skorch's criterion; it receives the logits and the encoded labels.
     {training}
+    {recalibrate_bn}
     {tail}
 
     Attributes
@@ -143,6 +149,7 @@ class ICBMClassifier(
         backbone_activation="relu",
         concept_activation="htaf",
         freeze_backbone=False,
+        recalibrate_bn=True,
         input_shape=None,
         conv_channels=(16, 32),
         criterion=nn.CrossEntropyLoss,
@@ -190,6 +197,7 @@ class ICBMClassifier(
         self.backbone_activation = backbone_activation
         self.concept_activation = concept_activation
         self.freeze_backbone = freeze_backbone
+        self.recalibrate_bn = recalibrate_bn
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.relaxation_gap = relaxation_gap

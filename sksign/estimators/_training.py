@@ -1,4 +1,5 @@
-"""How the HTAF nets train and infer: alpha0 annealing and the inference mode."""
+"""How the HTAF nets train and infer: alpha0 annealing, the inference mode and
+the BatchNorm statistics of the exact step."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -7,14 +8,81 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+from skorch.dataset import unpack_data
+from skorch.utils import to_tensor
+
 from sksign.estimators._callbacks import AlphaAnnealing
-from sksign.nn import force_step_mode
+from sksign.nn import (
+    StepActivation,
+    batchnorm_layers,
+    force_step_mode,
+    recalibrate_batchnorm,
+)
 
-__all__ = ["StepTrainingMixin"]
+__all__ = ["BatchNormRecalibrationMixin", "StepTrainingMixin"]
 
 
-class StepTrainingMixin:
-    """``alpha0_start``/``anneal_epochs`` and ``inference`` of the HTAF nets.
+class BatchNormRecalibrationMixin:
+    """``recalibrate_bn``: BatchNorm statistics of the exact step after fit.
+
+    A step net's BatchNorm layers collect their running statistics in
+    training, on the smooth activations, but in evaluation they see the
+    bits of the exact step. With ``recalibrate_bn=True``, ``fit`` and
+    ``partial_fit`` end with one pass over the training rows (without the
+    rows a ``train_split`` holds out; batches of ``batch_size``, in order,
+    no augmentation) that re-estimates them with the exact step
+    (:func:`sksign.nn.recalibrate_batchnorm`). The BatchNorm layers that
+    stay in eval mode while the net trains (a frozen backbone) keep theirs.
+    The pass is skipped when the net has no BatchNorm layer or no step-like
+    activation, or when ``inference="smooth"``.
+
+    Examples
+    --------
+    >>> from sksign.estimators import ICBMClassifier
+    >>> from sksign.estimators._training import BatchNormRecalibrationMixin
+    >>> isinstance(ICBMClassifier(), BatchNormRecalibrationMixin)
+    True
+    """
+
+    def _train(self, X, y, fit_params, resume=False):
+        net = super()._train(X, y, fit_params, resume=resume)
+        self._recalibrate_batchnorm(X, y)
+        return net
+
+    def _recalibrated_layers(self):
+        """Names of the BatchNorm layers the pass re-estimates (maybe none)."""
+        if not self.recalibrate_bn or getattr(self, "inference", "step") != "step":
+            return []
+        module = self.module_
+        if not any(isinstance(m, StepActivation) for m in module.modules()):
+            return []
+        norms = batchnorm_layers(module)
+        if not norms:
+            return []
+        # the layers that train with the net: a frozen part stays in eval()
+        flags = [(m, m.training) for m in module.modules()]
+        try:
+            module.train()
+            return [name for name, bn in norms.items() if bn.training]
+        finally:
+            for m, training in flags:
+                m.training = training
+
+    def _recalibrate_batchnorm(self, X, y):
+        """Re-estimate the BatchNorm statistics with the exact step."""
+        layers = self._recalibrated_layers()
+        if not layers:
+            return
+        dataset, _ = self.get_split_datasets(X, y)
+        batches = (
+            to_tensor(unpack_data(batch)[0], device=self.device)
+            for batch in self.get_iterator(dataset, training=False)
+        )
+        recalibrate_batchnorm(self.module_, batches, mode="hard", layers=layers)
+
+
+class StepTrainingMixin(BatchNormRecalibrationMixin):
+    """``alpha0_start``/``anneal_epochs``, ``inference`` and ``recalibrate_bn``.
 
     ``alpha0_start`` (not None) adds an :class:`AlphaAnnealing` callback
     named "alpha_annealing" that raises HTAF's ``alpha0`` from
@@ -24,6 +92,7 @@ class StepTrainingMixin:
     the training function (for HTAF, ``sigmoid(alpha1 * tanh(alpha0 * x))``).
     It applies to every forward pass made in evaluation: ``predict``,
     ``predict_proba``, ``forward`` and the validation loss.
+    ``recalibrate_bn`` comes from :class:`BatchNormRecalibrationMixin`.
 
     Examples
     --------

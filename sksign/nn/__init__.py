@@ -12,7 +12,9 @@
   (:func:`forward_hooks`, :func:`capture_activations`,
   :func:`temporarily_eval`);
 - :mod:`sksign.nn.interventions`, :mod:`sksign.nn.losses`,
-  :mod:`sksign.nn.summary`: what is computed over any module with them.
+  :mod:`sksign.nn.summary`: what is computed over any module with them;
+- :mod:`sksign.nn.batchnorm`: BatchNorm statistics re-estimated with the
+  exact step (:func:`recalibrate_batchnorm`).
 """
 
 # Authors: The sksign developers
@@ -34,6 +36,7 @@ from sksign.nn.activations import (
     htaf_product_limit,
     make_activation,
 )
+from sksign.nn.batchnorm import batchnorm_layers, recalibrate_batchnorm
 from sksign.nn.binary import BinaryLinear, BinaryMLP, binary_sign
 from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
 from sksign.nn.factory import (
@@ -111,6 +114,7 @@ __all__ = [
     "WideResNet",
     "activation_kind",
     "architecture_arguments",
+    "batchnorm_layers",
     "binary_sign",
     "binary_summary",
     "build_network",
@@ -130,6 +134,7 @@ __all__ = [
     "make_activation",
     "pool_signs",
     "quadrant_bounds",
+    "recalibrate_batchnorm",
     "record_signs",
     "reference_magnitudes",
     "resolve_layers",

@@ -99,7 +99,7 @@ def architecture_arguments(architecture: str) -> tuple[str, ...]:
     Examples
     --------
     >>> architecture_arguments("resnet18")
-    ('activation', 'alpha0', 'alpha1', 'width')
+    ('activation', 'alpha0', 'alpha1', 'preactivation', 'width')
     """
     architecture = _check_architecture(architecture)
     cls = {**_FLAT_CLASSES, **_IMAGE_CLASSES}[architecture]
