@@ -23,6 +23,12 @@ speed does not depend on training, except through the firing rate, printed):
   the machine's popcount peak measured here (XOR + popcount of L1-resident
   words, one thread).
 
+``--images`` times instead the image nets whole (untrained, random inputs
+of shape (3, 32, 32), 10 classes): Bi-Real ResNet-18 and ResNet-18 (step
+activations) at width 16 and WRN-10-2, torch eval ``module(x)`` under
+``torch.no_grad()`` against the packed net, batches 1 and 64 (or
+``--batches``), one thread.
+
 Run: ``python benchmarks/bench_packed.py`` (full grid, a few minutes) or
 ``python benchmarks/bench_packed.py --quick`` (width 1024, batches 1 and 64,
 one thread); ``--widths``, ``--batches``, ``--threads`` and ``--nets`` pick
@@ -173,8 +179,48 @@ def firing_rate(packed, X, value):
     return float(packed.net_.unpack(value, words).mean())
 
 
+IMAGE_NETS = {
+    "bireal": {"width": 16},
+    "resnet18": {"width": 16},
+    "wrn": {"depth": 10, "widen_factor": 2},
+}
+
+
+def images(batches, repeats):
+    """One row per image net and batch: torch eval against the packed net."""
+    rng = np.random.default_rng(0)
+    X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
+    print("| net | batch | torch (ms) | packed (ms) | speed-up |")
+    print("|---" * 5 + "|")
+    for arch, params in IMAGE_NETS.items():
+        est = HTAFNetClassifier(
+            architecture=arch, architecture_params=params, random_state=0
+        ).initialize_for(
+            X[0].size, classes=list(range(N_CLASSES)), input_shape=X.shape[1:]
+        )
+        module = est.module_.eval()
+        packed = pack(est).net_
+        for batch in batches:
+            xt, xf = torch.from_numpy(X[:batch]), X[:batch].reshape(batch, -1)
+
+            def torch_model(xt=xt, module=module):
+                with torch.no_grad():
+                    return module(xt)
+
+            def packed_model(xf=xf, packed=packed):
+                return packed.forward(xf, 1)
+
+            (tt, _), (tp, _) = best_of([torch_model, packed_model], repeats)
+            print(
+                f"| {arch} | {batch} | {tt * 1e3:.2f} | {tp * 1e3:.2f} "
+                f"| {tt / tp:.2f}x |",
+                flush=True,
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", action="store_true", help="the image nets")
     parser.add_argument("--quick", action="store_true", help="small grid only")
     parser.add_argument("--repeats", type=int, default=None, help="best of N runs")
     parser.add_argument("--widths", type=int, nargs="+", help="hidden widths")
@@ -184,6 +230,11 @@ def main():
         "--nets", nargs="+", default=["bnn", "dhn", "snn"], help="bnn, dhn, snn"
     )
     args = parser.parse_args()
+    if args.images:
+        torch.set_num_threads(1)
+        with BLAS.limit(limits=1, user_api="blas"):
+            images(args.batches or [1, 64], args.repeats or 5)
+        return
     widths = args.widths or ([1024] if args.quick else [1024, 4096])
     batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])
     threads = args.threads or ([1] if args.quick else [1, 2])

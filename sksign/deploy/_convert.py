@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
+from sksign.deploy._convert_images import IMAGE_NETS, pack_image_net
 from sksign.deploy._estimators import PackedClassifier, PackedRegressor
 from sksign.deploy._runtime import FORMAT, VERSION, PackedNet
 from sksign.nn.activations import StepActivation
@@ -27,7 +28,8 @@ from sksign.nn.spiking import IFNeuron, SpikingMLP
 __all__ = ["pack"]
 
 _SUPPORTED = (
-    "MLP, SmallCNN, BinaryMLP, SpikingMLP and ICBMNet (with an MLP, CNN or no backbone)"
+    "MLP, SmallCNN, BinaryMLP, SpikingMLP, ICBMNet (with an MLP, CNN or no "
+    "backbone), BiRealResNet18, WideResNet and ResNet18 (with step activations)"
 )
 
 
@@ -52,6 +54,18 @@ def _check_step(name, module, where="hidden"):
         "exact step 1[x >= 0] at inference (activation 'htaf', 'ste' or "
         "'scaled_sigmoid') run on bits."
     )
+
+
+def _image_step_check(net_type):
+    """_check_step whose message names the image net's type as well."""
+
+    def check(name, module):
+        try:
+            _check_step(name, module)
+        except ValueError as exc:
+            raise ValueError(f"Cannot pack a net of type {net_type}: {exc}") from None
+
+    return check
 
 
 class _Builder:
@@ -129,12 +143,12 @@ class _Builder:
         )
 
 
-def _bn_affine(name, bn):
-    """``(scale, shift)`` of an eval-mode BatchNorm1d (float64)."""
-    if not isinstance(bn, nn.BatchNorm1d) or bn.running_mean is None:
+def _bn_affine(name, bn, kind=nn.BatchNorm1d):
+    """``(scale, shift)`` of an eval-mode BatchNorm of type `kind` (float64)."""
+    if not isinstance(bn, kind) or bn.running_mean is None:
         raise ValueError(
-            f"Cannot pack layer {name!r}: a BatchNorm1d with running statistics "
-            f"is expected; got {bn!r}."
+            f"Cannot pack layer {name!r}: a {kind.__name__} with running "
+            f"statistics is expected; got {bn!r}."
         )
     var = _np(bn.running_var)
     scale = 1.0 / np.sqrt(var + bn.eps)
@@ -442,16 +456,20 @@ def pack(estimator, *, n_jobs=None):
     by a step becomes a per-unit threshold, and a BatchNorm is folded into
     the scale and shift of the layer before it. The
     first layer (real input) and the readout stay float, as in torch (the
-    readout sums in float64, as :class:`~sksign.nn.Readout` does).
+    readout sums in float64, as :class:`~sksign.nn.Readout` does). Image
+    nets run on channels-last maps whose channel bits are packed per pixel;
+    their real parts (stem, shortcuts, residual stream, pooling) stay float.
 
     Parameters
     ----------
     estimator : HTAFNetClassifier, HTAFNetRegressor or ICBMClassifier
         A fitted net with step-like hidden activations ("htaf", "ste",
         "scaled_sigmoid"): ``architecture`` "mlp" (DHN), "cnn", "bnn" or
-        "snn", or an ICBM with an "mlp" (step or ReLU activations), "cnn"
-        (step activations) or "identity" backbone. Its module must be
-        float32.
+        "snn", the image nets "bireal" (Bi-Real ResNet-18: XNOR-popcount
+        convolutions, real shortcuts), "wrn" and "resnet18" (step
+        activations: real-weight convolutions on bit maps), or an ICBM
+        with an "mlp" (step or ReLU activations), "cnn" (step activations)
+        or "identity" backbone. Its module must be float32.
     n_jobs : int, default=None
         Threads of the packed estimator's kernels.
 
@@ -525,6 +543,10 @@ def pack(estimator, *, n_jobs=None):
     elif isinstance(module, SmallCNN):
         arch = "cnn"
         _cnn(builder, module, module.unflatten.unflattened_size)
+    elif isinstance(module, tuple(IMAGE_NETS.values())):
+        arch = pack_image_net(
+            builder, module, _image_step_check(type(module).__name__), _bn_affine
+        )
     else:
         raise ValueError(
             f"Cannot pack a net of type {type(module).__name__}. Packable nets: "

@@ -19,6 +19,15 @@ from itertools import pairwise
 
 import numpy as np
 
+from sksign.deploy._maps import (
+    MAP_OPS,
+    conv_corrections,
+    im2col,
+    map_geometry,
+    pack_pixels,
+    unpack_pixels,
+    words_per_pixel,
+)
 from sksign.kernels import packed_to_words
 from sksign.kernels._bit_layers import (
     bit_accumulate,
@@ -41,6 +50,14 @@ VERSION = 1
 # required attributes with their types, tensors as name -> (dtype, shape
 # template)). Shape templates use "in" (input width), "out" (output width),
 # "in_bytes" (ceil(in / 8)).
+_CONV2D = {
+    "shape": list,
+    "channels": int,
+    "kernel": int,
+    "stride": int,
+    "padding": int,
+    "out": int,
+}
 OPS = {
     "dense": (
         "float",
@@ -115,6 +132,57 @@ OPS = {
         },
     ),
     "max_pool": ("bits", "bits", 1, {"shape": list, "out": int}, {}),
+    # channels-last maps of the residual image nets (see _maps): "shape" is
+    # the input's (C, H, W); "pixel_bits" are the channel bits of each pixel
+    # packed into ceil(C / 64) words
+    "to_nhwc": ("float", "float", 1, {"shape": list}, {}),
+    "channel_affine": (
+        "float",
+        "float",
+        1,
+        {"shape": list},
+        {"scale": ("float32", ("c_in",)), "shift": ("float32", ("c_in",))},
+    ),
+    "pixel_step": ("float", "pixel_bits", 1, {"shape": list}, {}),
+    "pixel_unpack": ("pixel_bits", "float", 1, {"shape": list}, {}),
+    "conv2d": (
+        "float",
+        "float",
+        1,
+        _CONV2D,
+        {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
+    ),
+    "xnor_conv2d": (
+        "pixel_bits",
+        "float",
+        1,
+        _CONV2D,
+        {
+            "weight_bits": ("uint8", ("oc", "patch_bytes")),
+            "alpha": ("float32", ("oc",)),
+            "beta": ("float32", ("oc",)),
+        },
+    ),
+    "bit_conv2d": (
+        "pixel_bits",
+        "float",
+        1,
+        _CONV2D,
+        {"weight_t": ("float32", ("patch", "oc")), "bias": ("float32", ("oc",))},
+    ),
+    "bit_conv2d_step": (
+        "pixel_bits",
+        "pixel_bits",
+        1,
+        _CONV2D,
+        {
+            "weight_t": ("float32", ("patch", "oc")),
+            "threshold": ("float32", ("oc",)),
+        },
+    ),
+    "avg_pool2d": ("float", "float", 1, {"shape": list, "kernel": int, "out": int}, {}),
+    "global_avg_pool": ("float", "float", 1, {"shape": list, "out": int}, {}),
+    "bit_global_avg_pool": ("pixel_bits", "float", 1, {"shape": list, "out": int}, {}),
 }
 
 _RESETS = ("subtract", "zero")
@@ -134,6 +202,9 @@ PARALLEL_MIN_WORK = 2**22
 #: beats the matrix product at any batch size (it costs in proportion to the
 #: active bits, the product does not).
 SPARSE_DENSITY = 0.2
+#: Samples of an image net run together (its feature maps take memory in
+#: proportion to the batch).
+MAP_CHUNK = 64
 
 
 def _density(words, width):
@@ -246,6 +317,41 @@ def _check_image_layer(name, op, attrs, width, out_width):
     return dims
 
 
+def _check_map_layer(name, op, attrs, width, out_width, known):
+    """Dims of a channels-last map layer; raise if its sizes do not add up.
+
+    `known` is the ``(C, H, W)`` of the input when an earlier map layer
+    wrote it (the layer must then read it with that shape), else None.
+    """
+    shape = attrs["shape"]
+    if (
+        len(shape) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
+        or min(shape) < 1
+        or shape[0] * shape[1] * shape[2] != width
+    ):
+        raise _schema_error(
+            f"layer {name!r}: shape {shape!r} does not describe its {width} inputs."
+        )
+    if known is not None and tuple(shape) != tuple(known):
+        raise _schema_error(
+            f"layer {name!r} reads maps of shape {list(known)} as {shape!r}."
+        )
+    try:
+        c_out, h, w = map_geometry(op, shape, attrs)
+    except ValueError as exc:
+        raise _schema_error(f"layer {name!r}: {exc}.") from None
+    if c_out * h * w != out_width:
+        raise _schema_error(
+            f"layer {name!r}: {out_width} outputs do not match its geometry."
+        )
+    c = shape[0]
+    k = attrs.get("kernel", 1)
+    dims = {"c_in": c, "oc": c_out, "patch": k * k * c}
+    dims["patch_bytes"] = k * k * 8 * words_per_pixel(c)
+    return dims, (c_out, h, w)
+
+
 def validate_graph(graph, tensors):
     """Check a layer graph against its tensors; return the output width.
 
@@ -264,6 +370,7 @@ def validate_graph(graph, tensors):
         raise _schema_error("'layers' must be a non-empty list.")
     # name -> (kind, width, rows per sample)
     values = {"input": ("float", n_features, 1)}
+    shapes = {}  # (C, H, W) of the maps that map layers wrote
     used = set()
     for layer in layers:
         if not isinstance(layer, dict):
@@ -308,8 +415,17 @@ def validate_graph(graph, tensors):
         if out_width < 1:
             raise _schema_error(f"layer {name!r} has an output width < 1.")
         dims = {"in": width, "out": out_width, "in_bytes": -(-width // 8)}
-        if "shape" in a:
+        out_shape = None
+        if op in MAP_OPS:
+            known = {shapes.get(s) for s in inputs}
+            extra, out_shape = _check_map_layer(
+                name, op, a, width, out_width, known.pop() if len(known) == 1 else None
+            )
+            dims.update(extra)
+        elif op in ("conv", "bit_conv_step", "max_pool"):
             dims.update(_check_image_layer(name, op, a, width, out_width))
+        elif op == "add" and len({shapes.get(s) for s in inputs}) == 1:
+            out_shape = shapes.get(inputs[0])
         names = layer.get("tensors", {})
         if (
             not isinstance(names, dict)
@@ -358,6 +474,8 @@ def validate_graph(graph, tensors):
         if not isinstance(output, str) or output in values:
             raise _schema_error(f"layer {name!r} must write a new value name.")
         values[output] = (out_kind, out_width, per_sample)
+        if out_shape is not None:
+            shapes[output] = tuple(out_shape)
     out = graph.get("output")
     if (
         not isinstance(out, str)
@@ -484,10 +602,18 @@ class PackedNet:
         Derived arrays, kept out of the saved tensors.
         """
         self._words, self._wide, self._wide_dense, self._zeros = {}, {}, {}, {}
-        self._steps = {}
+        self._steps, self._corr, self._shapes = {}, {}, {}
         widths = {"input": self.graph["n_features_in"]}
         for layer in self.graph["layers"]:
             width = widths[layer["inputs"][0]]
+            if layer["op"] in MAP_OPS:
+                attrs = layer["attrs"]
+                if OPS[layer["op"]][1] == "pixel_bits":
+                    self._shapes[layer["output"]] = map_geometry(
+                        layer["op"], attrs["shape"], attrs
+                    )
+            if layer["op"] == "xnor_conv2d":
+                self._prepare_xnor_conv(layer)
             if layer["op"] == "dense" and layer["attrs"]["float64"]:
                 w = self.tensors[layer["tensors"]["weight"]]
                 b = self.tensors[layer["tensors"]["bias"]]
@@ -495,7 +621,7 @@ class PackedNet:
                     np.ascontiguousarray(w.T, dtype=np.float64),
                     b.astype(np.float64),
                 )
-            if layer["op"] in ("bit_dense_step", "bit_conv_step"):
+            if layer["op"] in ("bit_dense_step", "bit_conv_step", "bit_conv2d_step"):
                 key = layer["tensors"]["weight_t"]
                 self._steps[key] = _quantise(self.tensors[key])
             if layer["op"] == "xnor_dense":
@@ -504,14 +630,38 @@ class PackedNet:
                 self._words[key] = np.ascontiguousarray(words.T)
             widths[layer["output"]] = layer.get("attrs", {}).get("out", width)
         self._widths = widths
+        self._has_maps = any(lay["op"] in MAP_OPS for lay in self.graph["layers"])
+
+    def _prepare_xnor_conv(self, layer):
+        """Word-major weight words and padding corrections of an XNOR conv."""
+        attrs = layer["attrs"]
+        c, _, _ = attrs["shape"]
+        k, oc = attrs["kernel"], attrs["channels"]
+        group = 64 * words_per_pixel(c)
+        key = layer["tensors"]["weight_bits"]
+        raw = self.tensors[key]
+        bits = np.unpackbits(raw, axis=1).reshape(oc, k, k, group)
+        if bits[..., c:].any():
+            raise _schema_error(
+                f"layer {layer['name']!r}: the padding bits of its weights are not 0."
+            )
+        words = packed_to_words(raw, k * k * group)
+        self._words[key] = np.ascontiguousarray(words.T)
+        signs = 2 * bits[..., :c].astype(np.int64) - 1
+        self._corr[key] = conv_corrections(
+            signs, attrs["shape"], k, attrs["stride"], attrs["padding"]
+        )
 
     def _bit_dense_step(self, layer, x, n_threads):
         """Real weights on bits, then the step of the exact sum (see kernels)."""
         width = self._widths[layer["inputs"][0]]
         return self._step_rows(layer, x, width, layer["attrs"]["out"], n_threads)
 
-    def _step_rows(self, layer, x, width, n_out, n_threads):
-        """``1[bits . w >= threshold]`` for each row of words `x`."""
+    def _step_rows(self, layer, x, width, n_out, n_threads, dense=None):
+        """``1[bits . w >= threshold]`` for each row of words `x`.
+
+        `dense`, if given, holds the same bits as 0/1 values (one per unit).
+        """
         key = layer["tensors"]["weight_t"]
         q, scale, abs_sum, w_rows = self._steps[key]
         thr = self._tensor(layer, "threshold")
@@ -528,9 +678,10 @@ class PackedNet:
                 ]
                 _Pool.map(step_int16, tasks, n_threads)
             return out
-        dense = np.empty((rows, width), dtype=np.float32)
-        _run_rows(unpack_words, rows, n_threads, x, width, dense)
-        z = dense @ self.tensors[key]
+        if dense is None:
+            dense = np.empty((rows, width), dtype=np.float32)
+            _run_rows(unpack_words, rows, n_threads, x, width, dense)
+        z = dense.astype(np.float32, copy=False) @ self.tensors[key]
         _run_rows(step_certified, rows, n_threads, z, x, abs_sum, thr, w_rows, out)
         return out
 
@@ -577,8 +728,17 @@ class PackedNet:
             The output value of the graph; with `keep`, a dict of the kept
             values and ``"output"``.
         """
-        env = {"input": X}
         n = X.shape[0]
+        if self._has_maps and n > MAP_CHUNK:
+            # feature maps: bounded memory, a chunk of samples at a time
+            parts = [
+                self.forward(X[a:b], n_threads, keep=keep)
+                for a, b in _split(n, -(-n // MAP_CHUNK))
+            ]
+            if not keep:
+                return np.concatenate(parts)
+            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        env = {"input": X}
         for layer in self.graph["layers"]:
             env[layer["output"]] = self._run(layer, env, n, n_threads)
         out = env[self.graph["output"]]
@@ -632,6 +792,8 @@ class PackedNet:
             return out
         if op == "bit_dense_step":
             return self._bit_dense_step(layer, x, n_threads)
+        if op in MAP_OPS:
+            return self._run_map(layer, x, n, n_threads)
         if op == "conv":
             w = self._tensor(layer, "weight")
             patches, (h, w_out) = _patches(x, attrs)
@@ -711,8 +873,109 @@ class PackedNet:
             return x.reshape(n, t, -1).mean(axis=1, dtype=np.float32)
         raise AssertionError(op)  # pragma: no cover - validated on construction
 
+    def _run_map(self, layer, x, n, n_threads):
+        """One layer on channels-last maps (see :mod:`sksign.deploy._maps`)."""
+        op, attrs = layer["op"], layer["attrs"]
+        c, h, w = attrs["shape"]
+
+        def run(kernel, n_rows, *args):
+            _run_rows(kernel, n_rows, n_threads, *args)
+
+        if op == "to_nhwc":
+            maps = x.reshape(n, c, h, w).transpose(0, 2, 3, 1)
+            return np.ascontiguousarray(maps).reshape(n, -1)
+        if op == "channel_affine":
+            out = x.reshape(-1, c) * self._tensor(layer, "scale")
+            out += self._tensor(layer, "shift")
+            return out.reshape(n, -1)
+        if op == "pixel_step":
+            return pack_pixels(x, c, run)
+        if op == "pixel_unpack":
+            return unpack_pixels(x, c, run, np.float32)
+        if op == "avg_pool2d":
+            k = attrs["kernel"]
+            ho, wo = h // k, w // k
+            maps = x.reshape(n, h, w, c)[:, : ho * k, : wo * k]
+            sums = maps.reshape(n, ho, k, wo, k, c).sum(axis=(2, 4), dtype=np.float64)
+            return (sums / (k * k)).astype(np.float32).reshape(n, -1)
+        if op == "global_avg_pool":
+            sums = x.reshape(n, h * w, c).sum(axis=1, dtype=np.float64)
+            return (sums / (h * w)).astype(np.float32)
+        if op == "bit_global_avg_pool":
+            counts = unpack_pixels(x, c, run).reshape(n, h * w, c).sum(axis=1)
+            return counts.astype(np.float32) / np.float32(h * w)
+        k, s, p, oc = (
+            attrs["kernel"],
+            attrs["stride"],
+            attrs["padding"],
+            attrs["channels"],
+        )
+        if op == "conv2d":
+            patches, (ho, wo) = im2col(x.reshape(n, h, w, c), k, s, p)
+            out = patches @ self._tensor(layer, "weight").T
+            out += self._tensor(layer, "bias")
+            return out.reshape(n, -1)
+        if op == "xnor_conv2d":
+            key = layer["tensors"]["weight_bits"]
+            words = x.reshape(n, h, w, words_per_pixel(c))
+            patches, (ho, wo) = im2col(words, k, s, p)
+            dots = np.empty((patches.shape[0], oc), dtype=np.int32)
+            ones, zeros = np.ones(oc, np.int64), np.zeros(oc, np.int64)
+            _run_rows_cols(
+                xnor_affine,
+                patches.shape[0],
+                oc,
+                n_threads,
+                patches,
+                self._words[key],
+                k * k * c,
+                ones,
+                zeros,
+                dots,
+            )
+            dots = dots.reshape(n, ho * wo, oc)
+            dots += self._corr[key]
+            out = dots.astype(np.float32) * self._tensor(layer, "alpha")
+            out += self._tensor(layer, "beta")
+            return out.reshape(n, -1)
+        # real weights on bits: im2col of the 0/1 maps (as float32 for a
+        # BLAS product of many rows)
+        few = (
+            n * ((h + 2 * p - k) // s + 1) * ((w + 2 * p - k) // s + 1) < BLAS_MIN_ROWS
+        )
+        blas_only = op == "bit_conv2d" and not few
+        dtype = np.float32 if blas_only else np.uint8
+        bits = unpack_pixels(x, c, run, dtype).reshape(n, h, w, c)
+        patches, _ = im2col(bits, k, s, p)
+        rows, width = patches.shape
+        if op == "bit_conv2d_step":
+            words = _pack_rows(patches)
+            out = self._step_rows(layer, words, width, oc, n_threads, dense=patches)
+            return out.reshape(n, -1)
+        wt = self._tensor(layer, "weight_t")
+        if blas_only:
+            out = patches @ wt
+            out += self._tensor(layer, "bias")
+            return out.reshape(n, -1)
+        acc = np.empty((rows, oc), dtype=np.float32)
+        acc[:] = self._tensor(layer, "bias")
+        _run_rows_cols(
+            bit_accumulate, rows, oc, n_threads, _pack_rows(patches), wt, acc
+        )
+        return acc.reshape(n, -1)
+
     def unpack(self, value, words):
-        """0/1 uint8 array of the packed value `value` (for inspection)."""
+        """0/1 uint8 array of the packed value `value` (for inspection).
+
+        Maps of channel bits come back channels first, flattened as torch's
+        ``Flatten`` flattens ``(C, H, W)`` maps.
+        """
+        if value in self._shapes:  # pixel_bits
+            c, h, w = self._shapes[value]
+            flat = unpack_pixels(words, c, lambda k, r, *a: k(*a, 0, r))
+            return np.ascontiguousarray(
+                flat.reshape(-1, h, w, c).transpose(0, 3, 1, 2).reshape(len(flat), -1)
+            )
         width = self._widths[value]
         out = np.empty((words.shape[0], width), dtype=np.uint8)
         unpack_words(words, width, out, 0, words.shape[0])

@@ -38,7 +38,31 @@ _ARITHMETIC = {
     "xnor_dense": "xnor-popcount",
     "if_neuron": "integrate, fire",
     "time_mean": "mean over T",
+    "conv": "float conv",
+    "bit_conv_step": "real x bits conv, threshold",
+    "max_pool": "OR of bits",
+    "to_nhwc": "channels last",
+    "channel_affine": "scale, shift",
+    "pixel_step": "1[x >= 0]",
+    "pixel_unpack": "bits to float",
+    "conv2d": "float conv",
+    "xnor_conv2d": "xnor-popcount conv",
+    "bit_conv2d": "real x bits conv",
+    "bit_conv2d_step": "real x bits conv, threshold",
+    "avg_pool2d": "average",
+    "global_avg_pool": "average",
+    "bit_global_avg_pool": "count of bits",
 }
+#: Ops whose output is bits.
+_BIT_OUTPUTS = (
+    "step",
+    "bit_dense_step",
+    "if_neuron",
+    "bit_conv_step",
+    "max_pool",
+    "pixel_step",
+    "bit_conv2d_step",
+)
 
 
 def _best_time(func, n_repeats):
@@ -64,15 +88,18 @@ def _rows(net):
             per_sample = attrs["time_steps"]
         elif op == "time_mean":
             per_sample = 1
-        out_kind = "bits" if op in ("step", "bit_dense_step", "if_neuron") else "float"
+        out_kind = "bits" if op in _BIT_OUTPUTS else "float"
         kinds[layer["output"]] = (out_kind, per_sample)
         arrays = [net.tensors[name] for name in layer.get("tensors", {}).values()]
         packed = sum(int(a.nbytes) for a in arrays)
         # float32 equivalent: every weight (a bit or a float) as 4 bytes, and
         # every per-unit vector (bias, threshold, scale) as 4 bytes per unit
-        n_weights = width_in * width_out if op in ("dense", "bit_dense") else 0
-        if op in ("bit_dense_step", "xnor_dense"):
+        if op in ("dense", "bit_dense", "bit_dense_step", "xnor_dense"):
             n_weights = width_in * width_out
+        elif op == "xnor_conv2d":  # one bit per weight
+            n_weights = attrs["channels"] * attrs["kernel"] ** 2 * attrs["shape"][0]
+        else:  # convolutions: their 2-D weight arrays
+            n_weights = sum(a.size for a in arrays if a.ndim == 2)
         n_vectors = sum(a.size for a in arrays if a.ndim == 1)
         units = width_out * per_sample
         rows.append(

@@ -1,0 +1,354 @@
+"""pack() for the residual image nets: Bi-Real ResNet-18, WideResNet, ResNet-18.
+
+Reads the torch modules into channels-last map layers (see
+:mod:`sksign.deploy._maps`):
+
+- Bi-Real ResNet-18: the real stem, then per binary unit the step of the
+  real stream (``pixel_step``), the binary convolution as XNOR-popcount with
+  its weight scale and BatchNorm folded into one scale and shift per channel
+  (``xnor_conv2d``), the real shortcut (average pooling, 1x1 convolution,
+  BatchNorm) and the residual add; global average pooling and the readout;
+- WideResNet (the deep Heaviside net): BatchNorm and step of the stream,
+  the first convolution of a block on those bits with the next BatchNorm
+  and step folded into per-channel thresholds (``bit_conv2d_step``), the
+  second as a sum of the weights of the active bits (``bit_conv2d``), the
+  shortcut (identity, or a 1x1 convolution of the bits) and the add;
+- ResNet-18 with step activations: in its pre-activation form, the blocks
+  of the WideResNet; in its post-activation form, every convolution after
+  the stem reads bits and the identity shortcut adds the bits of the
+  block's input.
+
+Imported by :func:`sksign.deploy.pack` only (it imports torch).
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
+from sksign.nn.resnet import ResNet18, WideResNet
+
+__all__ = ["IMAGE_NETS", "pack_image_net"]
+
+#: The image nets pack_image_net reads, by architecture name.
+IMAGE_NETS = {"bireal": BiRealResNet18, "wrn": WideResNet, "resnet18": ResNet18}
+
+
+def _np(t):
+    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+def _f32(a):
+    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+
+
+class _Maps:
+    """Adds map layers to a builder and tracks the current ``(C, H, W)``."""
+
+    def __init__(self, builder, shape, check_step, bn_affine):
+        self.b = builder
+        self.shape = list(shape)
+        self._check_step = check_step
+        self._bn_affine = bn_affine
+
+    def add(self, name, op, inputs, attrs=None, tensors=None, kind="float", shape=None):
+        attrs = {"shape": list(self.shape), **(attrs or {})}
+        shape = list(shape or self.shape)
+        width = shape[0] * shape[1] * shape[2]
+        if "out" in attrs or op in ("global_avg_pool", "bit_global_avg_pool"):
+            attrs["out"] = width
+        out = self.b.add(name, op, inputs, attrs, tensors, kind=kind, width=width)
+        self.shape = shape
+        return out
+
+    def step(self, name, module, value):
+        self._check_step(name, module)
+        return self.add(name, "pixel_step", [value], kind="pixel_bits")
+
+    def bn(self, name, bn, value):
+        scale, shift = self._bn_affine(name, bn, nn.BatchNorm2d)
+        tensors = {"scale": _f32(scale), "shift": _f32(shift)}
+        return self.add(name, "channel_affine", [value], tensors=tensors)
+
+    def _geometry(self, name, conv):
+        ok = (
+            isinstance(conv, nn.Conv2d)
+            and conv.kernel_size[0] == conv.kernel_size[1]
+            and conv.stride[0] == conv.stride[1]
+            and isinstance(conv.padding, tuple)
+            and conv.padding[0] == conv.padding[1]
+            and conv.dilation == (1, 1)
+            and conv.groups == 1
+            and conv.padding_mode == "zeros"
+        )
+        if not ok:
+            raise ValueError(
+                f"Cannot pack layer {name!r}: a square Conv2d with equal strides "
+                f"and zero padding is expected; got {conv!r}."
+            )
+        k, s, p = conv.kernel_size[0], conv.stride[0], conv.padding[0]
+        _, h, w = self.shape
+        out = [conv.out_channels, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1]
+        attrs = {"channels": conv.out_channels, "kernel": k, "stride": s}
+        attrs |= {"padding": p, "out": 0}
+        return attrs, out
+
+    @staticmethod
+    def _weight(conv):
+        """``(oc, k * k * C)`` weights in the ``(ky, kx, c)`` order of im2col."""
+        w = _np(conv.weight)
+        return w.transpose(0, 2, 3, 1).reshape(len(w), -1)
+
+    def conv(self, name, conv, value):
+        """A real convolution of real maps (float32 im2col product)."""
+        attrs, out = self._geometry(name, conv)
+        w = self._weight(conv)
+        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        tensors = {"weight": _f32(w), "bias": _f32(b)}
+        return self.add(name, "conv2d", [value], attrs, tensors, shape=out)
+
+    def bit_conv(self, name, conv, value):
+        """Real weights on bit maps, real output (sums over the active bits)."""
+        attrs, out = self._geometry(name, conv)
+        w = self._weight(conv)
+        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        tensors = {"weight_t": _f32(w.T), "bias": _f32(b)}
+        return self.add(name, "bit_conv2d", [value], attrs, tensors, shape=out)
+
+    def bit_conv_step(self, name, conv, bn_name, bn, act_name, act, value):
+        """``step(bn(conv(bits)))`` with the BatchNorm folded into thresholds.
+
+        ``s z + t >= 0`` is ``sign(s) z >= -t / |s|``: the weights of a
+        channel with a negative BatchNorm scale change sign; a zero scale
+        leaves the constant bit ``1[t >= 0]``.
+        """
+        self._check_step(act_name, act)
+        attrs, out = self._geometry(name, conv)
+        w = self._weight(conv)
+        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        scale, shift = self._bn_affine(bn_name, bn, nn.BatchNorm2d)
+        shift = shift + scale * b
+        sign = np.sign(scale)
+        safe = np.where(scale == 0, 1.0, np.abs(scale))
+        threshold = np.where(scale == 0, np.where(shift >= 0, 0.0, 1.0), -shift / safe)
+        tensors = {
+            "weight_t": _f32((w * sign[:, None]).T),
+            "threshold": _f32(threshold),
+        }
+        return self.add(
+            name, "bit_conv2d_step", [value], attrs, tensors, "pixel_bits", out
+        )
+
+    def xnor_conv(self, name, conv, bn_name, bn, value):
+        """A binary convolution on bits: XNOR-popcount, scale and BatchNorm."""
+        if not isinstance(conv, BinaryConv2d) or not conv.binary:
+            raise ValueError(
+                f"Cannot pack layer {name!r}: a BinaryConv2d with binary weights "
+                "is expected (binary_weights=False is not packed)."
+            )
+        attrs, out = self._geometry(name, conv)
+        w = _np(conv.weight)  # (oc, C, k, k)
+        oc, c, k, _ = w.shape
+        scale = np.abs(w).mean(axis=(1, 2, 3))
+        signs = (w >= 0).transpose(0, 2, 3, 1)  # sign(0) = +1, (oc, k, k, C)
+        group = 64 * -(-c // 64)
+        padded = np.zeros((oc, k, k, group), dtype=np.uint8)
+        padded[..., :c] = signs
+        bn_scale, bn_shift = self._bn_affine(bn_name, bn, nn.BatchNorm2d)
+        tensors = {
+            "weight_bits": np.packbits(padded.reshape(oc, -1), axis=1),
+            "alpha": _f32(scale * bn_scale),
+            "beta": _f32(bn_shift),
+        }
+        return self.add(name, "xnor_conv2d", [value], attrs, tensors, shape=out)
+
+
+def _bireal(maps, module):
+    x = maps.add("nhwc", "to_nhwc", ["input"])
+    x = maps.conv("conv1", module.conv1, x)
+    x = maps.bn("bn1", module.bn1, x)
+    for i in range(1, 5):
+        for j, unit in enumerate(getattr(module, f"layer{i}")):
+            name = f"layer{i}.{j}"
+            shape = list(maps.shape)
+            bits = maps.step(f"{name}.act", unit.act, x)
+            z = maps.xnor_conv(f"{name}.conv", unit.conv, f"{name}.bn", unit.bn, bits)
+            out_shape = list(maps.shape)
+            skip = x
+            if not isinstance(unit.shortcut, nn.Identity):
+                pool, conv, bn = unit.shortcut
+                maps.shape = shape
+                if isinstance(pool, nn.AvgPool2d):
+                    k = pool.kernel_size
+                    k = k if isinstance(k, int) else k[0]
+                    if pool.stride not in (k, (k, k)) or pool.padding not in (
+                        0,
+                        (0, 0),
+                    ):
+                        raise ValueError(
+                            f"Cannot pack layer '{name}.shortcut.0': an AvgPool2d "
+                            "with stride equal to its kernel and no padding is "
+                            f"expected; got {pool!r}."
+                        )
+                    h, w = shape[1] // k, shape[2] // k
+                    skip = maps.add(
+                        f"{name}.shortcut.0",
+                        "avg_pool2d",
+                        [skip],
+                        {"kernel": k, "out": 0},
+                        shape=[shape[0], h, w],
+                    )
+                elif not isinstance(pool, nn.Identity):
+                    raise ValueError(
+                        f"Cannot pack layer '{name}.shortcut.0' of type "
+                        f"{type(pool).__name__}."
+                    )
+                skip = maps.conv(f"{name}.shortcut.1", conv, skip)
+                skip = maps.bn(f"{name}.shortcut.2", bn, skip)
+            if list(maps.shape) != out_shape:  # pragma: no cover - built by the net
+                raise ValueError(f"Cannot pack {name!r}: its shortcut changes shape.")
+            x = maps.add(name, "add", [z, skip])
+    x = maps.add(
+        "pool", "global_avg_pool", [x], {"out": 0}, shape=[maps.shape[0], 1, 1]
+    )
+    return x
+
+
+def _wide_block(maps, name, block, x):
+    """A pre-activation block: ``conv2(step(bn2(conv1(a)))) + skip(x or a)``.
+
+    ``a = step(bn1(x))``; the skip is ``x``, or a 1x1 convolution of ``a``.
+    """
+    shape = list(maps.shape)
+    a = maps.bn(f"{name}.bn1", block.bn1, x)
+    a = maps.step(f"{name}.act1", block.act1, a)
+    if not isinstance(block.dropout, nn.Identity | nn.Dropout):
+        raise ValueError(  # pragma: no cover - built by the net
+            f"Cannot pack layer '{name}.dropout' of type "
+            f"{type(block.dropout).__name__}."
+        )
+    h = maps.bit_conv_step(
+        f"{name}.conv1",
+        block.conv1,
+        f"{name}.bn2",
+        block.bn2,
+        f"{name}.act2",
+        block.act2,
+        a,
+    )
+    z = maps.bit_conv(f"{name}.conv2", block.conv2, h)
+    out_shape = list(maps.shape)
+    if block.equal:
+        skip = x
+    else:
+        maps.shape = shape
+        skip = maps.bit_conv(f"{name}.shortcut", block.shortcut, a)
+    if list(maps.shape) != out_shape:  # pragma: no cover - built by the net
+        raise ValueError(f"Cannot pack {name!r}: its shortcut changes shape.")
+    return maps.add(name, "add", [z, skip])
+
+
+def _basic_block(maps, name, block, x):
+    """A post-activation block on bits: ``step(bn2(conv2(h)) + skip)``."""
+    shape = list(maps.shape)
+    h = maps.bit_conv_step(
+        f"{name}.conv1",
+        block.conv1,
+        f"{name}.bn1",
+        block.bn1,
+        f"{name}.act1",
+        block.act1,
+        x,
+    )
+    z = maps.bit_conv(f"{name}.conv2", block.conv2, h)
+    z = maps.bn(f"{name}.bn2", block.bn2, z)
+    out_shape = list(maps.shape)
+    maps.shape = shape
+    if isinstance(block.shortcut, nn.Identity):
+        skip = maps.add(f"{name}.shortcut", "pixel_unpack", [x])
+    else:
+        conv, bn = block.shortcut
+        skip = maps.bit_conv(f"{name}.shortcut.0", conv, x)
+        skip = maps.bn(f"{name}.shortcut.1", bn, skip)
+    if list(maps.shape) != out_shape:  # pragma: no cover - built by the net
+        raise ValueError(f"Cannot pack {name!r}: its shortcut changes shape.")
+    s = maps.add(f"{name}.sum", "add", [z, skip])
+    return maps.step(f"{name}.act2", block.act2, s)
+
+
+def _pooled_bits(maps, module, x):
+    """The final BatchNorm and step of a pre-activation net, pooled."""
+    x = maps.bn("bn", module.bn, x)
+    x = maps.step("act", module.act, x)
+    return maps.add("pool", "bit_global_avg_pool", [x], shape=[maps.shape[0], 1, 1])
+
+
+def _wrn(maps, module):
+    x = maps.add("nhwc", "to_nhwc", ["input"])
+    x = maps.conv("conv1", module.conv1, x)
+    for i in range(1, 4):
+        for j, block in enumerate(getattr(module, f"block{i}")):
+            x = _wide_block(maps, f"block{i}.{j}", block, x)
+    return _pooled_bits(maps, module, x)
+
+
+def _resnet18(maps, module):
+    # the activations first: a ReLU net is refused before anything else
+    for name, m in module.named_modules():
+        if name.rsplit(".", 1)[-1].startswith("act"):
+            maps._check_step(name, m)
+    preactivation = bool(getattr(module, "preactivation", False))
+    x = maps.add("nhwc", "to_nhwc", ["input"])
+    x = maps.conv("conv1", module.conv1, x)
+    if not preactivation:
+        x = maps.bn("bn1", module.bn1, x)
+        x = maps.step("act1", module.act1, x)
+    block_fn = _wide_block if preactivation else _basic_block
+    for i in range(1, 5):
+        for j, block in enumerate(getattr(module, f"layer{i}")):
+            x = block_fn(maps, f"layer{i}.{j}", block, x)
+    if preactivation:
+        return _pooled_bits(maps, module, x)
+    return maps.add("pool", "bit_global_avg_pool", [x], shape=[maps.shape[0], 1, 1])
+
+
+def pack_image_net(builder, module, check_step, bn_affine):
+    """Add the layers of an image net to `builder`; return its architecture name.
+
+    Parameters
+    ----------
+    builder : sksign.deploy._convert._Builder
+        Collects the layers and tensors.
+    module : BiRealResNet18, WideResNet or ResNet18
+        The eval-mode net.
+    check_step : callable
+        ``check_step(name, module)`` raises unless `module` is an exact step.
+    bn_affine : callable
+        ``bn_affine(name, bn, kind)`` returns the eval BatchNorm's
+        ``(scale, shift)``.
+
+    Returns
+    -------
+    str
+        The architecture name (a key of :data:`IMAGE_NETS`).
+    """
+    shape = list(module.input.input_shape)
+    maps = _Maps(builder, shape, check_step, bn_affine)
+    if isinstance(module, BiRealResNet18):
+        _bireal(maps, module)
+        arch = "bireal"
+    elif isinstance(module, WideResNet):
+        _wrn(maps, module)
+        arch = "wrn"
+    else:
+        _resnet18(maps, module)
+        arch = "resnet18"
+    if not isinstance(module.out, nn.Linear):  # pragma: no cover - built by the net
+        raise ValueError("Cannot pack the readout 'out': a Linear layer is expected.")
+    builder.linear("out", module.out, readout=True)
+    return arch

@@ -1,0 +1,165 @@
+"""Feature maps of the packed image nets: layout, geometry and im2col.
+
+The image nets (ResNet-18, WideResNet, Bi-Real ResNet-18) run on maps laid
+out channels last (``(n, H * W * C)``, pixel by pixel), so that the channels
+of one pixel are contiguous: as float rows (``float``) or as packed bits
+(``pixel_bits``: the ``C`` bits of each pixel packed into ``ceil(C / 64)``
+uint64 words, in the unit layout of :mod:`sksign.kernels._bit_layers`, so a
+row holds ``H * W * ceil(C / 64)`` words). A convolution is an im2col of
+these pixels, of floats or of whole words, followed by a matrix product, an
+XNOR-popcount or a sum of weight rows over the active bits. Numpy and numba
+only: no torch.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+
+from sksign.kernels._bit_layers import pack_ge, unpack_words
+
+__all__ = [
+    "MAP_OPS",
+    "conv_corrections",
+    "im2col",
+    "map_geometry",
+    "pack_pixels",
+    "unpack_pixels",
+    "words_per_pixel",
+]
+
+#: Ops on channels-last maps, each with the attributes it requires (besides
+#: ``shape``, the input's ``(C, H, W)``).
+MAP_OPS = {
+    "to_nhwc": (),
+    "channel_affine": (),
+    "pixel_step": (),
+    "pixel_unpack": (),
+    "conv2d": ("channels", "kernel", "stride", "padding", "out"),
+    "xnor_conv2d": ("channels", "kernel", "stride", "padding", "out"),
+    "bit_conv2d": ("channels", "kernel", "stride", "padding", "out"),
+    "bit_conv2d_step": ("channels", "kernel", "stride", "padding", "out"),
+    "avg_pool2d": ("kernel", "out"),
+    "global_avg_pool": ("out",),
+    "bit_global_avg_pool": ("out",),
+}
+
+
+def words_per_pixel(channels):
+    """uint64 words that hold the bits of `channels` channels."""
+    return -(-channels // 64)
+
+
+def map_geometry(op, shape, attrs):
+    """Output ``(C, H, W)`` of a map op on an input of `shape` (``(C, H, W)``).
+
+    Raises a ValueError for sizes that give no output (the caller adds the
+    layer's name).
+    """
+    c, h, w = shape
+    if op in ("conv2d", "xnor_conv2d", "bit_conv2d", "bit_conv2d_step"):
+        k, s, p, oc = (
+            attrs["kernel"],
+            attrs["stride"],
+            attrs["padding"],
+            attrs["channels"],
+        )
+        if k < 1 or s < 1 or oc < 1 or not 0 <= p <= k:
+            raise ValueError("invalid kernel, stride, padding or channels")
+        if h + 2 * p < k or w + 2 * p < k:
+            raise ValueError("the kernel is larger than the padded input")
+        return oc, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    if op == "avg_pool2d":
+        k = attrs["kernel"]
+        if k < 1 or h < k or w < k:
+            raise ValueError("invalid pooling size")
+        return c, h // k, w // k
+    if op in ("global_avg_pool", "bit_global_avg_pool"):
+        return c, 1, 1
+    return c, h, w
+
+
+def im2col(maps, kernel, stride, padding):
+    """Rows of ``(k, k, C)`` patches of channels-last maps, zero padded.
+
+    Parameters
+    ----------
+    maps : ndarray of shape (n, H, W, C)
+        Any dtype (floats, 0/1 bytes or packed words, one per channel group).
+    kernel, stride, padding : int
+        Square convolution geometry (padding with zeros).
+
+    Returns
+    -------
+    patches : ndarray of shape (n * Ho * Wo, k * k * C)
+        One row per sample and output pixel (row-major), in the order
+        ``(ky, kx, c)``.
+    (Ho, Wo) : tuple of int
+    """
+    k, s, p = kernel, stride, padding
+    if p:
+        maps = np.pad(maps, ((0, 0), (p, p), (p, p), (0, 0)))
+    win = np.lib.stride_tricks.sliding_window_view(maps, (k, k), axis=(1, 2))
+    win = win[:, ::s, ::s]  # (n, Ho, Wo, C, k, k)
+    n, ho, wo = win.shape[:3]
+    patches = win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1)
+    return np.ascontiguousarray(patches), (ho, wo)
+
+
+def pack_pixels(z, channels, run):
+    """``pixel_bits`` of ``1[z >= 0]`` for float maps `z` ``(n, H * W * C)``.
+
+    ``run(kernel, n_rows, *args)`` runs a row kernel (on threads or not).
+    """
+    rows = z.reshape(-1, channels)
+    out = np.empty((rows.shape[0], words_per_pixel(channels)), dtype=np.uint64)
+    zeros = np.zeros(channels, dtype=z.dtype)
+    run(pack_ge, rows.shape[0], rows, zeros, out)
+    return out.reshape(z.shape[0], -1)
+
+
+def unpack_pixels(words, channels, run, dtype=np.uint8):
+    """0/1 maps ``(n, H * W * C)`` (channels last) of ``pixel_bits`` words."""
+    n = words.shape[0]
+    rows = words.reshape(-1, words_per_pixel(channels))
+    out = np.empty((rows.shape[0], channels), dtype=dtype)
+    run(unpack_words, rows.shape[0], rows, channels, out)
+    return out.reshape(n, -1)
+
+
+def conv_corrections(signs, shape, kernel, stride, padding):
+    """What zero padding adds back to an XNOR-popcount convolution.
+
+    The padded pixels of a packed map are words of zeros, that is activations
+    ``-1`` to the XNOR-popcount, where torch's zero padding of ``2 a - 1``
+    gives ``0``. Each padded tap therefore contributed ``-s`` for each weight
+    sign ``s`` it met; this returns, per output pixel and channel, the sum of
+    those signs, to add to the popcount's dot product (0 inside the map).
+
+    Parameters
+    ----------
+    signs : ndarray of shape (oc, k, k, C)
+        Weight signs, +1 or -1.
+    shape : tuple of int
+        Input ``(C, H, W)``.
+    kernel, stride, padding : int
+        Convolution geometry.
+
+    Returns
+    -------
+    corr : ndarray of shape (Ho * Wo, oc), dtype int32
+    """
+    _, h, w = shape
+    k, s, p = kernel, stride, padding
+    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    iy = np.arange(ho)[:, None] * s - p + np.arange(k)[None, :]  # (Ho, k)
+    ix = np.arange(wo)[:, None] * s - p + np.arange(k)[None, :]  # (Wo, k)
+    out_y = (iy < 0) | (iy >= h)
+    out_x = (ix < 0) | (ix >= w)
+    # padded[oy, ox, ky, kx]: the tap falls outside the map
+    padded = out_y[:, None, :, None] | out_x[None, :, None, :]
+    taps = signs.sum(axis=3).reshape(len(signs), k * k)  # (oc, k * k)
+    corr = padded.reshape(ho * wo, k * k).astype(np.int64) @ taps.T.astype(np.int64)
+    return np.ascontiguousarray(corr, dtype=np.int32)
