@@ -362,10 +362,27 @@ def _readout(module: nn.Module, layer: str):
     return linears[-1]
 
 
+def _pooled_positions(h: torch.Tensor, u: torch.Tensor) -> int:
+    """P when `u` is the global average over the P positions of the map `h`
+    (``(N, C, *spatial)`` -> ``(N, C)``), 1 when `u` is `h` itself, else 0."""
+    if h.shape == u.shape and torch.equal(h, u):
+        return 1
+    if h.ndim > 2 and u.ndim == 2 and u.shape == h.shape[:2]:
+        pooled = h.flatten(2).to(torch.float64).mean(2)
+        if torch.allclose(pooled, u.to(torch.float64), rtol=1e-5, atol=1e-6):
+            return h[0, 0].numel()
+    return 0
+
+
 def _capture_last(net, X, layer, act, readout_name, readout):
-    """(z, h) of the activation `act` on X, checking the readout reads h directly."""
+    """(z, h, P) of the activation `act` on X.
+
+    The readout must read h directly (P = 1) or its global average over P
+    positions (a conv map through average pooling), which is the linear map
+    ``W / P`` on every position of the flattened map.
+    """
     zs, hs = [], []
-    mismatch = False
+    positions = set()
     with capture_activations(
         {layer: act, readout_name: readout}, inputs=True, outputs=True
     ) as cap:
@@ -385,20 +402,20 @@ def _capture_last(net, X, layer, act, readout_name, readout):
                 )
             if not cap.outputs[layer]:
                 raise ValueError(f"layer {layer!r} was not called in the forward pass.")
+            h_map = cap.outputs[layer][-1]
+            positions.update(_pooled_positions(h_map, u) for u in reads)
             z = cap.inputs[layer][-1].reshape(len(xb), -1)
-            h = cap.outputs[layer][-1].reshape(len(xb), -1)
-            mismatch = mismatch or any(
-                h.shape != u.shape or not torch.equal(h, u) for u in reads
-            )
+            h = h_map.reshape(len(xb), -1)
             zs.append(z.to("cpu", torch.float64).numpy())
             hs.append(h.to("cpu", torch.float64).numpy())
-    if mismatch:
+    if len(positions) != 1 or 0 in positions:
         raise ValueError(
             f"gate dominance needs the readout Linear {readout_name!r} to read the "
-            f"output of the last hidden layer {layer!r} directly (logits = W h + b); "
-            "something else lies between them in this net."
+            f"output of the last hidden layer {layer!r} directly (logits = W h + b) "
+            "or its global average pool; something else lies between them in "
+            "this net."
         )
-    return np.concatenate(zs), np.concatenate(hs)
+    return np.concatenate(zs), np.concatenate(hs), positions.pop()
 
 
 def gate_dominance_report(estimator, X, y=None, *, X_ref=None):
@@ -418,6 +435,11 @@ def gate_dominance_report(estimator, X, y=None, *, X_ref=None):
     rate ``eps_1`` of ``argmax f`` and ``argmax f~`` satisfies
     ``eps_1 <= (C - 1) E[Z1^-2]`` and ``eps_1 <= E[min(1, sum_c r_c^2 /
     M~^2)]``.
+
+    A conv net whose readout reads the global average pool of the last
+    activation's map (ResNet-18, WideResNet) is the same linear readout on
+    the flattened map: every unit is one channel at one position
+    (``d = C * H * W``) and its weights are ``W[:, channel] / (H * W)``.
 
     Parameters
     ----------
@@ -463,12 +485,14 @@ def gate_dominance_report(estimator, X, y=None, *, X_ref=None):
     readout_name, readout = _readout(net.module, layer)
     z_ref = h_ref = None
     with temporarily_eval(net.module), torch.no_grad():
-        z, h = _capture_last(net, net.X, layer, act, readout_name, readout)
+        z, h, n_pos = _capture_last(net, net.X, layer, act, readout_name, readout)
         if net.X_ref is not None:
-            z_ref, h_ref = _capture_last(
+            z_ref, h_ref, _ = _capture_last(
                 net, net.X_ref, layer, act, readout_name, readout
             )
     W = readout.weight.detach().to("cpu", torch.float64).numpy()
+    if n_pos > 1:  # logits = W mean_p h[:, :, p] = (W / P) on the flattened map
+        W = np.repeat(W, n_pos, axis=1) / n_pos
     b = (
         readout.bias.detach().to("cpu", torch.float64).numpy()
         if readout.bias is not None
