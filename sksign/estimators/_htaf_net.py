@@ -221,6 +221,7 @@ class HTAFNetClassifier(
         random_state=None,
         augment=None,
         mixed_precision=False,
+        channels_last=False,
         checkpoint_dir=None,
         device="cpu",
         dtype="float32",
@@ -263,6 +264,7 @@ class HTAFNetClassifier(
         self.random_state = random_state
         self.augment = augment
         self.mixed_precision = mixed_precision
+        self.channels_last = channels_last
         self.checkpoint_dir = checkpoint_dir
         self.dtype = dtype
 
@@ -398,6 +400,7 @@ class HTAFNetRegressor(
         random_state=None,
         augment=None,
         mixed_precision=False,
+        channels_last=False,
         checkpoint_dir=None,
         device="cpu",
         dtype="float32",
@@ -439,6 +442,7 @@ class HTAFNetRegressor(
         self.random_state = random_state
         self.augment = augment
         self.mixed_precision = mixed_precision
+        self.channels_last = channels_last
         self.checkpoint_dir = checkpoint_dir
         self.dtype = dtype
 

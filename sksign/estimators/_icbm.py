@@ -162,6 +162,7 @@ class ICBMClassifier(
         random_state=None,
         augment=None,
         mixed_precision=False,
+        channels_last=False,
         checkpoint_dir=None,
         device="cpu",
         verbose=0,
@@ -204,6 +205,7 @@ class ICBMClassifier(
         self.random_state = random_state
         self.augment = augment
         self.mixed_precision = mixed_precision
+        self.channels_last = channels_last
         self.checkpoint_dir = checkpoint_dir
 
     # -- parameters and module ---------------------------------------------

@@ -105,6 +105,7 @@ _NET_CONSTRAINTS: dict = {
     # "crop_flip" or a callable, checked by the net (TrainingRecipeMixin)
     "augment": "no_validation",
     "mixed_precision": ["boolean"],
+    "channels_last": ["boolean"],
     "checkpoint_dir": [None, str, os.PathLike],
     "recalibrate_bn": ["boolean"],
 }
@@ -193,13 +194,22 @@ DOCS: dict = {
         mixed_precision : bool, default=False
             Run the training forward and loss under ``torch.autocast`` in
             bfloat16 on the net's device (weights and optimizer stay float32).
+        channels_last : bool, default=False
+            On a CUDA device, keep the convolution weights in the
+            ``channels_last`` memory format, so the convolutions (and the
+            maps between them) run in NHWC, the faster layout for tensor
+            cores under mixed precision. Numbers equal the default layout's
+            up to float rounding. No effect on the CPU (where torch's
+            channels_last convolution backward is not reliable) or on nets
+            without convolutions.
         checkpoint_dir : str or path-like, default=None
             Save the weights, optimizer state and history after every epoch
             into this folder, and let ``fit`` resume from it: when the folder
             holds a checkpoint, ``fit`` loads it and trains only the epochs
             left to ``max_epochs``. With ``random_state`` set, a resumed fit
-            ends with the weights of an uninterrupted one (the state of other
-            callbacks, such as a learning-rate schedule, is not saved).
+            ends with the weights of an uninterrupted one (a skorch
+            ``LRScheduler`` takes its position from the history; the state of
+            other callbacks is not saved).
         iterator_train__shuffle : bool, default=True
             Shuffle the training batches every epoch (skorch's parameter).
         **kwargs

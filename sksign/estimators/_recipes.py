@@ -87,6 +87,12 @@ class TrainingRecipeMixin:
     - ``mixed_precision=True``: the training forward and loss run under
       ``torch.autocast`` in bfloat16 on the net's device (no gradient scaler
       is needed for bfloat16).
+    - ``channels_last=True``: on a CUDA device, the module's 4-D weights
+      (convolutions) are kept in the ``channels_last`` memory format once the
+      module is on its device, so its convolutions run in NHWC. On the CPU
+      the layout stays NCHW: torch 2.13's CPU backward of a strided 1x1
+      convolution in channels_last corrupts memory with few channels
+      (reproduced with a single ``nn.Conv2d(2, 4, 1, stride=2)``).
     - ``checkpoint_dir``: an :class:`EpochCheckpoint` after every epoch, and
       ``fit`` resumes from the folder's checkpoint when there is one: it loads
       the weights, the optimizer state and the history, and trains the
@@ -167,6 +173,29 @@ class TrainingRecipeMixin:
                 f"it returned {tuple(out.shape)}."
             )
         return out.reshape(Xi.shape)
+
+    def torch_compile(self, module, name):
+        """skorch's hook on each module once it is on its device: the
+        ``channels_last`` layout first, then skorch's ``compile``.
+
+        Parameters
+        ----------
+        module : nn.Module
+            The module.
+        name : str
+            Its name ("module", "criterion").
+
+        Returns
+        -------
+        nn.Module
+        """
+        if (
+            getattr(self, "channels_last", False)
+            and name == "module"
+            and torch.device(self.device).type == "cuda"
+        ):
+            module = module.to(memory_format=torch.channels_last)
+        return super().torch_compile(module, name=name)
 
     def _autocast(self):
         if not self.mixed_precision:

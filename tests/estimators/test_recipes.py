@@ -201,6 +201,43 @@ def test_resumed_fit_equals_an_uninterrupted_one(images, tmp_path, make):
     np.testing.assert_array_equal(again.predict(X), whole.predict(X))
 
 
+def test_resumed_fit_keeps_its_place_in_a_cosine_schedule(images, tmp_path):
+    """Check SGD with a cosine schedule (skorch's LRScheduler) resumed after 3
+    of 6 epochs takes the schedule's remaining steps: the weights and the
+    final learning rate equal an uninterrupted fit's."""
+    from skorch.callbacks import LRScheduler
+    from torch.optim.lr_scheduler import CosineAnnealingLR
+
+    X, y = images
+    X = X.reshape(len(X), -1)
+
+    def make(**kw):
+        return HTAFNetClassifier(
+            (16,),
+            optimizer=torch.optim.SGD,
+            lr=0.1,
+            optimizer__momentum=0.9,
+            max_epochs=6,
+            batch_size=16,
+            random_state=0,
+            callbacks=[("cosine", LRScheduler(CosineAnnealingLR, T_max=6))],
+            **kw,
+        )
+
+    whole = make().fit(X, y)
+    stopped = make(checkpoint_dir=tmp_path)
+    stopped.callbacks = [*stopped.callbacks, ("fail", _FailAt(4))]
+    with pytest.raises(RuntimeError, match="stopped"):
+        stopped.fit(X, y)
+    resumed = make(checkpoint_dir=tmp_path).fit(X, y)
+    for p, q in zip(
+        resumed.module_.parameters(), whole.module_.parameters(), strict=True
+    ):
+        assert torch.equal(p, q)
+    lr = [g["lr"] for g in resumed.optimizer_.param_groups]
+    assert lr == [g["lr"] for g in whole.optimizer_.param_groups]
+
+
 _KILLED_FIT = """
 import sys, time
 import numpy as np
@@ -260,3 +297,56 @@ def test_verbose_two_adds_a_progress_bar():
     assert "progress_bar" in dict(net.initialize_for(64, classes=[0, 1]).callbacks_)
     net.set_params(verbose=1).initialize_for(64, classes=[0, 1])
     assert "progress_bar" not in dict(net.callbacks_)
+
+
+_CONV_NETS = [
+    lambda **kw: HTAFNetClassifier(architecture="cnn", activation="relu", **kw),
+    lambda **kw: HTAFNetClassifier(
+        architecture="resnet18", architecture_params={"width": 2}, **kw
+    ),
+    lambda **kw: ICBMClassifier(n_concepts=4, backbone="cnn", **kw),
+]
+
+
+@pytest.mark.parametrize("make", _CONV_NETS, ids=["cnn", "resnet18", "icbm-cnn"])
+def test_channels_last_is_the_default_layout_on_the_cpu(images, make):
+    """Check channels_last leaves a CPU net in NCHW with the same numbers
+    (torch's CPU channels_last conv backward corrupts memory, see
+    TrainingRecipeMixin)."""
+    X, y = images
+    base = make(max_epochs=2, random_state=0).fit(X, y)
+    other = make(max_epochs=2, random_state=0, channels_last=True).fit(X, y)
+    for m in other.module_.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            assert m.weight.is_contiguous()
+    np.testing.assert_array_equal(other.predict_proba(X), base.predict_proba(X))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("make", _CONV_NETS, ids=["cnn", "resnet18", "icbm-cnn"])
+def test_channels_last_keeps_conv_weights_nhwc_on_cuda(images, make):
+    """Check channels_last puts every conv weight (and so the maps) in NHWC
+    on CUDA, keeps them the optimizer's parameters, and predicts like the
+    default layout up to float rounding."""
+    X, y = images
+    kw = {"max_epochs": 2, "random_state": 0, "device": "cuda"}
+    base = make(**kw).fit(X, y)
+    nhwc = make(channels_last=True, **kw).fit(X, y)
+    convs = [m for m in nhwc.module_.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs
+    for m in convs:
+        assert m.weight.is_contiguous(memory_format=torch.channels_last)
+    optimized = {id(p) for g in nhwc.optimizer_.param_groups for p in g["params"]}
+    assert {id(p) for p in nhwc.module_.parameters()} <= optimized
+    np.testing.assert_allclose(
+        nhwc.predict_proba(X), base.predict_proba(X), rtol=1e-3, atol=1e-3
+    )
+
+
+def test_channels_last_is_a_no_op_without_convolutions(images):
+    X, y = images
+    X = X.reshape(len(X), -1)
+    a = HTAFNetClassifier((16,), max_epochs=2, random_state=0).fit(X, y)
+    b = HTAFNetClassifier((16,), max_epochs=2, random_state=0, channels_last=True)
+    b.fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
