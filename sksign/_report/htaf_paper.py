@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from sksign._report._common import load_split, progress
-from sksign._report.fitting import estimate_run_time, make_classifier
+from sksign._report.fitting import (
+    estimate_run_time,
+    inputs_for,
+    make_classifier,
+    recipe_of,
+    recipe_params,
+)
 from sksign._report.papers import (
     ACTIVATION_NAMES,
+    ARCH_NAMES,
     OURS_ARCH,
     PAPER_ARCH,
     PAPER_GRAD,
@@ -30,7 +38,37 @@ from sksign._report.tables import Table, leaders, mean_std, pm
 from sksign.estimators import ICBMClassifier
 from sksign.nn import ARCHITECTURES, build_network
 
-__all__ = ["first_layer_grad_norms", "reproduce_htaf"]
+__all__ = ["Model", "first_layer_grad_norms", "models_of", "reproduce_htaf"]
+
+
+class Model(NamedTuple):
+    """One row of the first table: an MLP-family net (`depth` hidden layers
+    of the config's width) or an image net (`spec`)."""
+
+    name: str
+    architecture: str
+    depth: int | None
+    spec: object  # NetSpec or None
+
+    @property
+    def key(self):
+        if self.spec is None:
+            return f"{self.architecture}{self.depth}"
+        return f"{self.architecture}-w{self.spec.width}"
+
+    def epochs(self, cfg):
+        return (self.spec.epochs if self.spec is not None else None) or cfg.epochs
+
+
+def models_of(cfg):
+    """The rows of `cfg`'s first table as :class:`Model` s."""
+    out = []
+    for m in cfg.models:
+        if len(m) == 2:
+            out.append(Model(m[0], m[1].architecture, None, m[1]))
+        else:
+            out.append(Model(m[0], m[1], m[2], None))
+    return out
 
 
 def first_layer_grad_norms(data, cfg, activation, seed, device):
@@ -39,6 +77,7 @@ def first_layer_grad_norms(data, cfg, activation, seed, device):
     The net is built here and trained in ``train()`` mode; it is not returned.
     """
     X_train, _, y_train, _ = data
+    X_train = inputs_for("mlp", X_train)
     torch.manual_seed(seed)
     net = build_network(
         "mlp",
@@ -67,35 +106,45 @@ def first_layer_grad_norms(data, cfg, activation, seed, device):
     return norms
 
 
-def fit_net(
-    cfg, data, arch, depth, act, seed, device, n=None, epochs=None, checkpoint=None
-):
+def fit_net(cfg, data, model, act, seed, device, n=None, epochs=None, checkpoint=None):
     """One net of a row of the first table, fitted on the first `n` samples."""
     X_train, _, y_train, _ = data
+    hidden = (cfg.width,) * (model.depth or 1)
     net = make_classifier(
         cfg,
-        (cfg.width,) * depth,
+        hidden,
         act,
         seed,
         device,
         epochs=epochs,
-        architecture=arch,
+        spec=model.spec,
+        architecture=model.architecture,
         alpha0=cfg.alpha0,
         alpha1=cfg.alpha1,
         time_steps=cfg.time_steps,
         checkpoint_dir=checkpoint,
     )
-    return net.fit(X_train[:n], y_train[:n])
+    return net.fit(inputs_for(model.architecture, X_train[:n]), y_train[:n])
 
 
-def fit_htaf_net(cfg, data, arch, depth, device, n, epochs):
+def fit_htaf_net(cfg, data, model, device, n, epochs):
     """An HTAF net of one row, for the run-time estimate."""
-    return fit_net(cfg, data, arch, depth, "htaf", 0, device, n, epochs=epochs)
+    return fit_net(cfg, data, model, "htaf", 0, device, n, epochs=epochs)
+
+
+def icbm_spec(cfg, backbone):
+    """The NetSpec of an image backbone of the ICBM, or None."""
+    return next((s for s in cfg.icbm_nets if s.architecture == backbone), None)
 
 
 def fit_icbm_pair(cfg, data, backbone, seed, device, bar, run=None):
     """Test accuracy of the ReLU-layer net and of the ICBM: ``(before, after)``."""
     X_train, X_test, y_train, y_test = data
+    spec = icbm_spec(cfg, backbone)
+    epochs = (spec.epochs if spec is not None else None) or cfg.epochs
+    image = spec is not None or backbone == "cnn"
+    if not image:
+        X_train, X_test = inputs_for("mlp", X_train), inputs_for("mlp", X_test)
     scores = []
     for concept_act in ("relu", "htaf"):
         cell = f"icbm-{backbone}-{concept_act}-s{seed}"
@@ -104,14 +153,19 @@ def fit_icbm_pair(cfg, data, backbone, seed, device, bar, run=None):
             clf = ICBMClassifier(
                 checkpoint_dir=run.checkpoint_dir(cell) if run is not None else None,
                 backbone=backbone,
+                backbone_params=dict(spec.params) if spec is not None else None,
                 hidden_layer_sizes=cfg.icbm_hidden,
                 n_concepts=cfg.n_concepts,
                 concept_activation=concept_act,
-                max_epochs=cfg.epochs,
+                max_epochs=epochs,
                 batch_size=cfg.batch_size,
-                lr=cfg.lr,
                 random_state=seed,
                 device=device,
+                **recipe_params(
+                    recipe_of(cfg, backbone if spec is not None else "mlp"),
+                    epochs,
+                    device,
+                ),
             ).fit(X_train, y_train)
             return float(clf.score(X_test, y_test))
 
@@ -120,12 +174,19 @@ def fit_icbm_pair(cfg, data, backbone, seed, device, bar, run=None):
     return scores
 
 
-def setting_text(cfg, data):
+def setting_text(cfg, data, models):
     """The setting of the run, as the first caption describes it."""
     X_train, X_test, _, _ = data
+    own_test = cfg.dataset in ("digits", "mnist5k")
+    split = "70/30 stratified split, " if own_test else "its own test set, "
+    recipes = sorted(
+        {f"{m.name}: {recipe_of(cfg, m.architecture).describe()}" for m in models}
+    )
+    epochs = sorted({m.epochs(cfg) for m in models})
     return (
-        f"hidden width {cfg.width}, {cfg.epochs} epochs, Adam lr={cfg.lr:g}, "
-        f"batch {cfg.batch_size}, {cfg.dataset} (70/30 stratified split, "
+        f"hidden width {cfg.width} (MLP family), "
+        f"{'-'.join(map(str, sorted({epochs[0], epochs[-1]})))} epochs, "
+        f"{'; '.join(recipes)}; batch {cfg.batch_size}, {cfg.dataset} ({split}"
         f"{len(X_train)} train / {len(X_test)} test), alpha0={cfg.alpha0:g}, "
         f"alpha1={cfg.alpha1:g} (SS: k = alpha0 * alpha1; STE: clipped "
         f"identity), {cfg.seeds} seed(s) (mean ± std); exact step H at inference"
@@ -137,7 +198,7 @@ def activations_table(cfg, models, acc, setting):
     rows, csv_rows = [], []
     wins = dict.fromkeys(cfg.activations, 0)
     ties = 0
-    for i, (name, arch, depth) in enumerate(models):
+    for i, (name, arch, depth, spec) in enumerate(models):
         means = [float(np.mean(acc[(i, a)])) for a in cfg.activations]
         best = leaders(cfg.activations, means)
         if len(best) == 1:
@@ -145,11 +206,18 @@ def activations_table(cfg, models, acc, setting):
         else:
             ties += 1
         p = PAPER_HTAF[name]
-        extra = f"T={cfg.time_steps}, " if arch == "snn" else ""
+        steps = f"T={cfg.time_steps}" if arch in ("snn", "sew_resnet") else ""
+        if spec is None:
+            ours = (
+                ", ".join(p for p in (OURS_ARCH.get(arch, arch), steps) if p)
+                + f", {depth} hidden layers"
+            )
+        else:
+            ours = spec.describe() + (f", {steps}" if steps else "")
         rows.append(
             [
                 name,
-                f"{OURS_ARCH.get(arch, arch)}, {extra}{depth} hidden layers",
+                ours,
                 *[pm(acc[(i, a)]) for a in cfg.activations],
                 PAPER_ARCH[name],
                 " / ".join(f"{v:.1f}" for v in p["C10"]),
@@ -162,7 +230,7 @@ def activations_table(cfg, models, acc, setting):
             [
                 name,
                 arch,
-                depth,
+                depth if spec is None else None,
                 *[c for a in cfg.activations for c in mean_std(acc[(i, a)])],
                 *[v / 100 for v in (*p["C10"], *p["C100"])],
             ]
@@ -241,7 +309,15 @@ def icbm_table(cfg, icbm_rows):
     """ICBM before/after: ours per backbone, then the paper's rows."""
     rows, csv_rows = [], []
     for backbone, before, after in icbm_rows:
-        label = f"{backbone.upper()} {cfg.icbm_hidden} + {cfg.n_concepts} concepts"
+        spec = icbm_spec(cfg, backbone)
+        if spec is None:
+            label = f"{backbone.upper()} {cfg.icbm_hidden} + {cfg.n_concepts} concepts"
+        else:
+            label = (
+                f"{ARCH_NAMES.get(backbone, backbone)} "
+                f"({', '.join(f'{k}={v}' for k, v in spec.params)}) + "
+                f"{cfg.n_concepts} concepts"
+            )
         diff = 100 * (np.mean(after) - np.mean(before))
         rows.append([label, cfg.dataset, pm(before), pm(after), f"{diff:+.2f}"])
         csv_rows.append([backbone, cfg.dataset, *mean_std(before), *mean_std(after)])
@@ -268,31 +344,38 @@ def icbm_table(cfg, icbm_rows):
     )
 
 
-def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None, run=None):
+def reproduce_htaf(
+    cfg, *, device="cpu", show_progress=True, stream=None, run=None, data=None
+):
     """HTAF paper: HTAF vs STE vs SS (SNN/BNN/DHN), gradients, ICBM.
 
     Prints the run-time estimate to `stream` (default: stdout), fits every net
-    and returns the three tables.
+    and returns the three tables. `data` is ``(X_train, X_test, y_train,
+    y_test)``; None loads ``cfg.dataset``.
     """
     stream = stream or sys.stdout
-    data = load_split(cfg.dataset)
+    if data is None:
+        data = load_split(cfg.dataset, max_train=cfg.max_train, max_test=cfg.max_test)
     X_train, X_test, _, y_test = data
-    models = [m for m in cfg.models if m[1] in ARCHITECTURES]
-    for name, arch, _ in cfg.models:
-        if arch not in ARCHITECTURES:
-            print(f"[skipped] {name}: architecture {arch!r} not available", file=stream)
+    models = [m for m in models_of(cfg) if m.architecture in ARCHITECTURES]
+    for m in models_of(cfg):
+        if m.architecture not in ARCHITECTURES:
+            print(
+                f"[skipped] {m.name}: architecture {m.architecture!r} not available",
+                file=stream,
+            )
     n_fits = len(models) * len(cfg.activations) * cfg.seeds
     n_icbm = 2 * len(cfg.icbm_backbones) * cfg.seeds
     estimate_run_time(
         [
             (
-                partial(fit_htaf_net, cfg, data, a, d, device),
+                partial(fit_htaf_net, cfg, data, m, device),
                 len(cfg.activations) * cfg.seeds + n_icbm / max(len(models), 1),
+                m.epochs(cfg),
             )
-            for _, a, d in models
+            for m in models
         ],
         len(X_train),
-        cfg.epochs,
         cfg.batch_size,
         stream,
     )
@@ -300,24 +383,18 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None, run=No
     with progress(
         total=n_fits + n_icbm, desc="htaf nets", enabled=show_progress
     ) as bar:
-        for i, (_, arch, depth) in enumerate(models):
+        for i, model in enumerate(models):
             for act in cfg.activations:
                 for seed in range(cfg.seeds):
-                    cell = f"{arch}{depth}-{act}-s{seed}"
+                    cell = f"{model.key}-{act}-s{seed}"
 
-                    def score(arch=arch, depth=depth, act=act, seed=seed, cell=cell):
+                    def score(model=model, act=act, seed=seed, cell=cell):
                         checkpoint = run.checkpoint_dir(cell) if run else None
                         net = fit_net(
-                            cfg,
-                            data,
-                            arch,
-                            depth,
-                            act,
-                            seed,
-                            device,
-                            checkpoint=checkpoint,
+                            cfg, data, model, act, seed, device, checkpoint=checkpoint
                         )
-                        return float(net.score(X_test, y_test))
+                        X = inputs_for(model.architecture, X_test)
+                        return float(net.score(X, y_test))
 
                     value = run.cell(cell, score) if run is not None else score()
                     acc.setdefault((i, act), []).append(value)
@@ -333,7 +410,7 @@ def reproduce_htaf(cfg, *, device="cpu", show_progress=True, stream=None, run=No
                 for seed in range(cfg.seeds)
             ]
             icbm_rows.append((backbone, [p[0] for p in pairs], [p[1] for p in pairs]))
-    setting = setting_text(cfg, data)
+    setting = setting_text(cfg, data, models)
     return [
         activations_table(cfg, models, acc, setting),
         gradients_table(cfg, grads),

@@ -2,8 +2,24 @@
 
 The numbers the two papers report (CIFAR-10/100 unless stated), shown next to
 ours in the reproduced tables; the display names of activations and
-architectures; and the quick and full settings of ``reproduce signcode``
-(:class:`SignCodeConfig`) and ``reproduce htaf`` (:class:`HTAFConfig`).
+architectures; the training recipes (:class:`Recipe`) and the settings of
+``reproduce signcode`` (:class:`SignCodeConfig`) and ``reproduce htaf``
+(:class:`HTAFConfig`) at each scale (:data:`SCALES`):
+
+- "quick": FFNNs and MLP-family step nets on digits (minutes on a CPU);
+- "full": the papers' FFNN widths and depths on MNIST-5k (hours on a CPU);
+- "small": the papers' architectures (ResNet-18, ViT, SEW-ResNet, Bi-Real,
+  WideResNet) at reduced width on the full MNIST padded to 32x32, with a few
+  epochs: the Sign Code nets with the paper-scale recipes, the HTAF nets (one
+  epoch each) with Adam (under an hour per table on a 2-core CPU);
+- "paper": the papers' architectures at full width on CIFAR-10 read from
+  ``--data-dir``, with the paper-scale recipes and epochs (for a GPU).
+
+The papers do not state their optimisers and schedules; the paper-scale
+recipes are the standard CIFAR ones for each architecture (SGD with momentum
+0.9, weight decay 5e-4 and a cosine schedule for the ResNets; AdamW with a
+cosine schedule for the ViT; Adam for the MLPs and Bi-Real Net, as Bi-Real
+Net's authors trained it), with random crops and flips on CIFAR.
 """
 
 # Authors: The sksign developers
@@ -15,8 +31,11 @@ from dataclasses import dataclass
 
 __all__ = [
     "ACTIVATION_NAMES",
+    "ARCH_NAMES",
     "HTAF_FULL",
+    "HTAF_PAPER",
     "HTAF_QUICK",
+    "HTAF_SMALL",
     "OURS_ARCH",
     "PAPER_ARCH",
     "PAPER_GATE",
@@ -25,10 +44,18 @@ __all__ = [
     "PAPER_ICBM",
     "PAPER_MAGNITUDE",
     "PAPER_SIGNCODE",
+    "PAPER_SIGNCODE_NETS",
+    "RECIPES",
+    "SCALES",
     "SIGNCODE_FULL",
+    "SIGNCODE_PAPER",
     "SIGNCODE_QUICK",
+    "SIGNCODE_SMALL",
     "HTAFConfig",
+    "NetSpec",
+    "Recipe",
     "SignCodeConfig",
+    "configs",
 ]
 
 # -- the papers' numbers --------------------------------------------------
@@ -38,6 +65,12 @@ PAPER_SIGNCODE = {
     "silu": (58.42, 57.18),
     "gelu": (58.15, 56.90),
     "tanh": (56.70, 55.45),
+}
+#: Sign Code paper, the other nets on CIFAR-10: {architecture: {activation:
+#: (full net, sign-kNN)}} accuracy % (ResNet-18; ViT w=256, d=6, h=8).
+PAPER_SIGNCODE_NETS = {
+    "resnet18": {"silu": (95.12, 94.38), "relu": (94.65, 93.85)},
+    "vit": {"gelu": (79.10, 77.92)},
 }
 #: Sign Code paper, FFNN: accuracy % clean -> magnitude randomisation alpha=1.
 PAPER_MAGNITUDE = {
@@ -89,10 +122,99 @@ OURS_ARCH = {
     "snn": "spiking MLP (IF neurons)",
     "bnn": "Bi-Real binary MLP",
     "mlp": "Heaviside MLP",
+    "sew_resnet": "SEW-ResNet-18 (IF neurons)",
+    "bireal": "Bi-Real ResNet-18",
+    "wrn": "Heaviside WideResNet",
+    "resnet18": "ResNet-18",
+    "vit": "ViT",
 }
+#: Row labels of the Sign Code tables, per architecture.
+ARCH_NAMES = {"mlp": "FFNN", "resnet18": "ResNet-18", "vit": "ViT"}
 
 
 # -- settings -------------------------------------------------------------
+@dataclass(frozen=True)
+class Recipe:
+    """How one net trains: optimiser, schedule, regularisers, augmentation.
+
+    `optimizer` is "adam", "adamw" or "sgd" (with `momentum`, Nesterov off);
+    `cosine` anneals the learning rate to 0 over the epochs (one step per
+    epoch); `augment` is None, "crop" (random crops of the image padded by 4
+    pixels) or "crop_flip" (crops and left-right flips).
+    """
+
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    cosine: bool = False
+    label_smoothing: float = 0.0
+    augment: str | None = None
+
+    def describe(self) -> str:
+        """The recipe in a few words, for the captions."""
+        name = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}[self.optimizer]
+        parts = [f"{name} lr={self.lr:g}"]
+        if self.optimizer == "sgd":
+            parts.append(f"momentum {self.momentum:g}")
+        if self.weight_decay:
+            parts.append(f"wd {self.weight_decay:g}")
+        if self.cosine:
+            parts.append("cosine")
+        if self.label_smoothing:
+            parts.append(f"label smoothing {self.label_smoothing:g}")
+        if self.augment:
+            parts.append(
+                {"crop": "random crops", "crop_flip": "crops+flips"}[self.augment]
+            )
+        return ", ".join(parts)
+
+
+#: The paper-scale recipe of each architecture (see the module docstring).
+RECIPES = {
+    "adam": Recipe(),
+    "resnet": Recipe("sgd", 0.1, weight_decay=5e-4, cosine=True, augment="crop_flip"),
+    "vit": Recipe(
+        "adamw",
+        1e-3,
+        weight_decay=0.05,
+        cosine=True,
+        label_smoothing=0.1,
+        augment="crop_flip",
+    ),
+    "bireal": Recipe("adam", 1e-3, cosine=True, augment="crop_flip"),
+}
+#: The recipe each architecture trains with at the "small" and "paper" scales.
+RECIPE_OF = {
+    "mlp": "adam",
+    "resnet18": "resnet",
+    "wrn": "resnet",
+    "sew_resnet": "resnet",
+    "vit": "vit",
+    "bireal": "bireal",
+}
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """One image net of a table: architecture, its arguments and epochs.
+
+    `params` holds the ``architecture_params`` as ``(name, value)`` pairs (a
+    frozen config keys the resume folder by its repr); `width` is what the
+    tables' "Width" column shows; `epochs` None takes the config's.
+    """
+
+    architecture: str
+    params: tuple = ()
+    width: int = 0
+    epochs: int | None = None
+
+    def describe(self) -> str:
+        """The net in a few words, for the tables."""
+        args = ", ".join(f"{k}={v}" for k, v in self.params)
+        return f"{OURS_ARCH.get(self.architecture, self.architecture)} ({args})"
+
+
 @dataclass(frozen=True)
 class SignCodeConfig:
     """Settings of ``reproduce signcode``.
@@ -115,14 +237,29 @@ class SignCodeConfig:
     flip_alpha: float = 0.2
     magnitude_alpha: float = 1.0
     n_repeats: int = 3
+    #: image nets after the FFNNs (their rows carry the paper's numbers)
+    nets: tuple = ()
+    #: train with the per-architecture recipes (RECIPES) instead of Adam at lr
+    recipes: bool = False
+    #: use at most this many training / test samples (None: all)
+    max_train: int | None = None
+    max_test: int | None = None
+    #: training samples (a stratified subset) on which mu_j(s) is estimated for
+    #: the matched noise and gate dominance, and the training accuracy is
+    #: scored (None: all)
+    n_ref: int | None = None
+    #: test samples (a stratified subset) on which the interventions and gate
+    #: dominance are scored (None: all)
+    n_eval: int | None = None
 
 
 @dataclass(frozen=True)
 class HTAFConfig:
     """Settings of ``reproduce htaf``.
 
-    `models` holds ``(row label, architecture, number of hidden layers)``;
-    every hidden layer has `width` units.
+    `models` holds ``(row label, architecture, number of hidden layers)``
+    for the MLP-family nets, every hidden layer of `width` units, or
+    ``(row label, NetSpec)`` for an image net.
     """
 
     dataset: str = "digits"
@@ -146,6 +283,11 @@ class HTAFConfig:
     icbm_hidden: tuple = (256,)
     n_concepts: int = 64
     icbm_backbones: tuple = ("mlp", "cnn")
+    #: NetSpec of an image backbone of the ICBM (its name in icbm_backbones)
+    icbm_nets: tuple = ()
+    recipes: bool = False
+    max_train: int | None = None
+    max_test: int | None = None
 
 
 SIGNCODE_QUICK = SignCodeConfig(seeds=1)
@@ -161,3 +303,96 @@ HTAF_FULL = HTAFConfig(
     icbm_hidden=(1024, 1024),
     n_concepts=256,
 )
+
+# -- the papers' architectures: reduced width on MNIST, full width on CIFAR --
+_RESNET_SMALL = NetSpec("resnet18", (("width", 8),), 8, epochs=2)
+_VIT_SMALL = NetSpec(
+    "vit", (("dim", 64), ("depth", 3), ("heads", 4), ("mlp_dim", 128)), 64, epochs=2
+)
+SIGNCODE_SMALL = SignCodeConfig(
+    dataset="mnist",
+    widths=(256,),
+    depth=6,
+    epochs=4,
+    batch_size=256,
+    seeds=1,
+    nets=(_RESNET_SMALL, _VIT_SMALL),
+    recipes=True,
+    n_ref=10000,
+    n_eval=2000,
+)
+SIGNCODE_PAPER = SignCodeConfig(
+    dataset="cifar10",
+    widths=(1024,),
+    depth=6,
+    epochs=100,
+    seeds=3,
+    nets=(
+        NetSpec("resnet18", (("width", 64),), 64, epochs=200),
+        NetSpec(
+            "vit",
+            (("dim", 256), ("depth", 6), ("heads", 8), ("mlp_dim", 512)),
+            256,
+            epochs=200,
+        ),
+    ),
+    recipes=True,
+)
+HTAF_SMALL = HTAFConfig(
+    dataset="mnist",
+    width=256,
+    models=(
+        (
+            "SNN",
+            NetSpec("sew_resnet", (("width", 4), ("blocks", (1, 1, 1, 1))), 4),
+        ),
+        ("BNN", NetSpec("bireal", (("width", 8),), 8)),
+        ("DHN", NetSpec("wrn", (("depth", 10), ("widen_factor", 1)), 16)),
+    ),
+    epochs=1,
+    batch_size=256,
+    seeds=1,
+    icbm_backbones=("resnet18",),
+    icbm_nets=(NetSpec("resnet18", (("width", 8),), 8),),
+    icbm_hidden=(),
+    n_concepts=64,
+)
+HTAF_PAPER = HTAFConfig(
+    dataset="cifar10",
+    width=1024,
+    models=(
+        ("SNN", NetSpec("sew_resnet", (("width", 64),), 64, epochs=200)),
+        ("BNN", NetSpec("bireal", (("width", 64),), 64, epochs=200)),
+        (
+            "DHN",
+            NetSpec("wrn", (("depth", 28), ("widen_factor", 10)), 160, epochs=200),
+        ),
+    ),
+    epochs=200,
+    seeds=5,
+    icbm_backbones=("resnet18",),
+    icbm_nets=(NetSpec("resnet18", (("width", 64),), 64, epochs=200),),
+    icbm_hidden=(),
+    n_concepts=256,
+    recipes=True,
+)
+
+#: The scales of ``reproduce``, in order of size.
+SCALES = ("quick", "full", "small", "paper")
+
+
+def configs(table: str, scale: str):
+    """The settings of `table` ("signcode" or "htaf") at `scale`.
+
+    Examples
+    --------
+    >>> configs("signcode", "small").dataset
+    'mnist'
+    """
+    by_scale = {
+        "signcode": dict(
+            zip(SCALES, (SIGNCODE_QUICK, SIGNCODE_FULL, SIGNCODE_SMALL, SIGNCODE_PAPER))
+        ),
+        "htaf": dict(zip(SCALES, (HTAF_QUICK, HTAF_FULL, HTAF_SMALL, HTAF_PAPER))),
+    }
+    return by_scale[table][scale]

@@ -30,14 +30,10 @@ from dataclasses import replace
 
 import torch
 
+from sksign._report._common import load_split
 from sksign._report._resume import ResumableRun
 from sksign._report.htaf_paper import reproduce_htaf
-from sksign._report.papers import (
-    HTAF_FULL,
-    HTAF_QUICK,
-    SIGNCODE_FULL,
-    SIGNCODE_QUICK,
-)
+from sksign._report.papers import configs
 from sksign._report.signcode_paper import reproduce_signcode
 from sksign._report.tables import human_duration, write_tables
 
@@ -49,11 +45,27 @@ _TITLES = {
 }
 
 
+def load_data(table, *, scale="quick", dataset=None, data_dir=None):
+    """The settings and the data of a run: ``(cfg, data)``.
+
+    Raises FileNotFoundError or ValueError (naming the files expected) when
+    the data set is not where it is looked for; nothing has been trained yet.
+    """
+    cfg = configs(table, scale)
+    if dataset is not None:
+        cfg = replace(cfg, dataset=dataset)
+    data = load_split(
+        cfg.dataset, data_dir, max_train=cfg.max_train, max_test=cfg.max_test
+    )
+    return cfg, data
+
+
 def run_reproduce(
     table,
     *,
-    full=False,
+    scale="quick",
     dataset=None,
+    data_dir=None,
     device="cpu",
     out="sksign-report",
     epochs=None,
@@ -61,45 +73,51 @@ def run_reproduce(
     progress=True,
     stream=None,
     restart=False,
+    loaded=None,
 ):
     """Build one of the papers' tables; return the exit status.
 
-    `table` is "signcode" or "htaf"; `full` picks the papers' sizes instead of
-    the quick ones; `dataset`, `epochs` and `seeds` override the settings.
+    `table` is "signcode" or "htaf"; `scale` one of
+    :data:`~sksign._report.papers.SCALES` ("quick": small nets on digits;
+    "full": the papers' FFNN sizes on MNIST-5k; "small": the papers'
+    architectures at reduced width on the full MNIST; "paper": the papers'
+    architectures and recipes on CIFAR-10 from `data_dir`); `dataset`,
+    `epochs` and `seeds` override the settings (`epochs` every net's).
     Writes ``<table>_table.md`` and one CSV per table to `out` and echoes the
     Markdown to `stream` (default: stdout). A run with the same settings and
     `out` as an earlier, stopped one reuses its finished nets and resumes the
     one that was training (:mod:`sksign._report._resume`); `restart` starts
-    from scratch.
+    from scratch. `loaded` is :func:`load_data`'s result when the caller
+    loaded the data already.
     """
     stream = stream or sys.stdout
-    if table == "signcode":
-        cfg = SIGNCODE_FULL if full else SIGNCODE_QUICK
-    else:
-        cfg = HTAF_FULL if full else HTAF_QUICK
-    changes = {
-        k: v
-        for k, v in (("dataset", dataset), ("epochs", epochs), ("seeds", seeds))
-        if v is not None
-    }
+    cfg, data = loaded or load_data(
+        table, scale=scale, dataset=dataset, data_dir=data_dir
+    )
+    changes = {k: v for k, v in (("epochs", epochs), ("seeds", seeds)) if v}
     cfg = replace(cfg, **changes)
-    mode = "full" if full else "quick"
-    print(f"sksign reproduce {table} ({mode}): {cfg}", file=stream, flush=True)
+    if epochs:  # every net's, the image nets' own epochs included
+        cfg = _with_epochs(cfg, epochs)
+    print(f"sksign reproduce {table} ({scale}): {cfg}", file=stream, flush=True)
     t0 = time.perf_counter()
     fn = reproduce_signcode if table == "signcode" else reproduce_htaf
     run = ResumableRun(out, table, cfg)
     if restart:
         run.clear()
-    tables = fn(cfg, device=device, show_progress=progress, stream=stream, run=run)
+    tables = fn(
+        cfg, device=device, show_progress=progress, stream=stream, run=run, data=data
+    )
     if run.reused:
         print(
             f"Resumed: {run.reused} finished net(s) read back from {run.root}.",
             file=stream,
         )
-    opts = " ".join(f"--{k} {v}" for k, v in changes.items())
+    opts = {"dataset": dataset, **changes}
+    opts = " ".join(f"--{k} {v}" for k, v in opts.items() if v is not None)
+    mode = f"--{scale}" if scale in ("quick", "full") else f"--scale {scale}"
     took = human_duration(time.perf_counter() - t0)
     footer = (
-        f"Made by `python -m sksign reproduce {table} --{mode}"
+        f"Made by `python -m sksign reproduce {table} {mode}"
         f"{' ' + opts if opts else ''}` in {took} on {platform.machine()} "
         f"({torch.backends.cpu.get_cpu_capability()} kernels; device {device}, "
         f"{torch.get_num_threads()} torch thread(s)), torch {torch.__version__}. "
@@ -107,6 +125,23 @@ def run_reproduce(
         "vector kernels (AVX2 vs AVX-512) round differently and can move the "
         "last digits."
     )
-    write_tables(tables, out, table, f"{_TITLES[table]} ({mode} mode)", stream, footer)
+    write_tables(
+        tables, out, table, f"{_TITLES[table]} ({scale} scale)", stream, footer
+    )
     print(f"Took {took}.", file=stream)
     return 0
+
+
+def _with_epochs(cfg, epochs):
+    """`cfg` with every net's epochs set to `epochs`."""
+
+    def spec(s):
+        return replace(s, epochs=epochs)
+
+    if hasattr(cfg, "nets"):
+        return replace(cfg, nets=tuple(spec(s) for s in cfg.nets))
+    return replace(
+        cfg,
+        models=tuple((m[0], spec(m[1])) if len(m) == 2 else m for m in cfg.models),
+        icbm_nets=tuple(spec(s) for s in cfg.icbm_nets),
+    )
