@@ -344,7 +344,12 @@ HTAF_SMALL = HTAFConfig(
     models=(
         (
             "SNN",
-            NetSpec("sew_resnet", (("width", 4), ("blocks", (1, 1, 1, 1))), 4),
+            # the reset passed gradients when the small tables were made
+            NetSpec(
+                "sew_resnet",
+                (("width", 4), ("blocks", (1, 1, 1, 1)), ("detach_reset", False)),
+                4,
+            ),
         ),
         ("BNN", NetSpec("bireal", (("width", 8),), 8)),
         ("DHN", NetSpec("wrn", (("depth", 10), ("widen_factor", 1)), 16)),

