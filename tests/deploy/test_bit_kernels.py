@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sksign.kernels import pack_bits, packed_to_words
@@ -89,6 +89,89 @@ def test_xnor_affine_scales_and_shifts():
     xnor_affine(_words(a), _words(w).T.copy(), 70, alpha, beta, out, 0, 5, 0, 3)
     ref = ((2.0 * a - 1) @ (2.0 * w - 1).T) * alpha + beta
     np.testing.assert_array_equal(out, ref.astype(np.float32))
+
+
+def _sign_dots(a, w):
+    """Exact +-1 dot products of the 0/1 rows of `a` and `w` (numpy int64)."""
+    return (2 * a.astype(np.int64) - 1) @ (2 * w.astype(np.int64) - 1).T
+
+
+def _xnor_dots(a, w, r0, r1, c0, c1):
+    """Integer outputs of xnor_affine on rows r0:r1, columns c0:c1, -1 elsewhere."""
+    n_out = w.shape[0]
+    out = np.full((a.shape[0], n_out), -1, dtype=np.int64)
+    ones, zeros = np.ones(n_out, np.int64), np.zeros(n_out, np.int64)
+    wt = _words(w).T.copy()
+    xnor_affine(_words(a), wt, a.shape[1], ones, zeros, out, r0, r1, c0, c1)
+    return out
+
+
+@settings(deadline=None)  # the first example may compile the kernels
+@given(
+    n_rows=st.integers(1, 11),
+    n_in=st.integers(1, 1100),
+    n_out=st.integers(1, 300),
+    data=st.data(),
+)
+def test_xnor_affine_matches_numpy_on_any_ranges(n_rows, n_in, n_out, data):
+    """Check exact dot products on random sizes, row and column ranges.
+
+    Covers both paths (few rows or words, and tiles of columns with
+    carry-save groups of words), bit counts off multiples of 64, rows off
+    the blocks, column ranges off the tiles and starting past 0.
+    """
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    r0 = data.draw(st.integers(0, n_rows - 1))
+    r1 = data.draw(st.integers(r0 + 1, n_rows))
+    c0 = data.draw(st.integers(0, n_out - 1))
+    c1 = data.draw(st.integers(c0 + 1, n_out))
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 2, (n_rows, n_in)).astype(np.uint8)
+    w = rng.integers(0, 2, (n_out, n_in)).astype(np.uint8)
+    out = _xnor_dots(a, w, r0, r1, c0, c1)
+    ref = np.full_like(out, -1)
+    ref[r0:r1, c0:c1] = _sign_dots(a, w)[r0:r1, c0:c1]
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 4, 7, 9])
+@pytest.mark.parametrize("n_in", [64, 511, 512, 64 * 17 + 3, 64 * 40])
+def test_xnor_affine_counts_constant_words_exactly(n_rows, n_in):
+    """Check all-ones / all-zeros words: every counter of a group saturates."""
+    n_out = 300  # more than one tile of columns, the last one partial
+    a = np.zeros((n_rows, n_in), np.uint8)
+    a[::2] = 1  # rows of ones and of zeros
+    w = np.zeros((n_out, n_in), np.uint8)
+    w[1::3] = 1
+    w[2::3, : n_in // 2] = 1  # half ones
+    out = _xnor_dots(a, w, 0, n_rows, 0, n_out)
+    np.testing.assert_array_equal(out, _sign_dots(a, w))
+    assert out[0, 0] == -n_in  # ones against -1
+    assert out[0, 1] == n_in  # ones against +1
+    if n_rows > 1:
+        assert out[1, 0] == n_in
+        assert out[1, 1] == -n_in
+
+
+@pytest.mark.parametrize("n_rows", [2, 4, 6, 33])
+def test_xnor_affine_float_outputs_do_not_depend_on_the_split(n_rows):
+    """Check ``dot * alpha + beta`` in float32, the same for any split."""
+    rng = np.random.default_rng(n_rows)
+    n_in, n_out = 1000, 260
+    a = rng.integers(0, 2, (n_rows, n_in)).astype(np.uint8)
+    w = rng.integers(0, 2, (n_out, n_in)).astype(np.uint8)
+    alpha = rng.uniform(-1, 1, n_out).astype(np.float32)
+    beta = rng.uniform(-1, 1, n_out).astype(np.float32)
+    xw, wt = _words(a), _words(w).T.copy()
+    out = np.empty((n_rows, n_out), np.float32)
+    xnor_affine(xw, wt, n_in, alpha, beta, out, 0, n_rows, 0, n_out)
+    ref = _sign_dots(a, w) * alpha.astype(np.float64) + beta.astype(np.float64)
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+    part = np.empty_like(out)
+    for r0, r1 in ((0, 1), (1, n_rows)):  # 1 row (in place) and the rest
+        for c0, c1 in ((0, 129), (129, n_out)):
+            xnor_affine(xw, wt, n_in, alpha, beta, part, r0, r1, c0, c1)
+    np.testing.assert_array_equal(part, out)
 
 
 @pytest.mark.parametrize("n_in", WIDTHS)
