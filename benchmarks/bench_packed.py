@@ -25,9 +25,11 @@ speed does not depend on training, except through the firing rate, printed):
 
 ``--images`` times instead the image nets whole (untrained, random inputs
 of shape (3, 32, 32), 10 classes): Bi-Real ResNet-18 and ResNet-18 (step
-activations) at width 16 and WRN-10-2, torch eval ``module(x)`` under
+activations) at width 16, WRN-10-2 and SEW-ResNet-18 (IF neurons, "add"
+connections, T = 4) at width 16, torch eval ``module(x)`` under
 ``torch.no_grad()`` against the packed net, batches 1 and 64 (or
-``--batches``), one thread.
+``--batches``), one thread; ``--nets`` picks some of them (``bireal``,
+``resnet18``, ``wrn``, ``sew_resnet``).
 
 Run: ``python benchmarks/bench_packed.py`` (full grid, a few minutes) or
 ``python benchmarks/bench_packed.py --quick`` (width 1024, batches 1 and 64,
@@ -183,18 +185,24 @@ IMAGE_NETS = {
     "bireal": {"width": 16},
     "resnet18": {"width": 16},
     "wrn": {"depth": 10, "widen_factor": 2},
+    "sew_resnet": {"width": 16},
 }
 
 
-def images(batches, repeats):
+def images(batches, repeats, nets=None):
     """One row per image net and batch: torch eval against the packed net."""
     rng = np.random.default_rng(0)
     X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
     print("| net | batch | torch (ms) | packed (ms) | speed-up |")
     print("|---" * 5 + "|")
     for arch, params in IMAGE_NETS.items():
+        if nets and arch not in nets:
+            continue
         est = HTAFNetClassifier(
-            architecture=arch, architecture_params=params, random_state=0
+            architecture=arch,
+            architecture_params=params,
+            time_steps=TIME_STEPS,
+            random_state=0,
         ).initialize_for(
             X[0].size, classes=list(range(N_CLASSES)), input_shape=X.shape[1:]
         )
@@ -227,14 +235,22 @@ def main():
     parser.add_argument("--batches", type=int, nargs="+", help="batch sizes")
     parser.add_argument("--threads", type=int, nargs="+", help="thread counts")
     parser.add_argument(
-        "--nets", nargs="+", default=["bnn", "dhn", "snn"], help="bnn, dhn, snn"
+        "--nets",
+        nargs="+",
+        default=None,
+        help="bnn, dhn, snn (default: all); with --images: bireal, resnet18, wrn, "
+        "sew_resnet (default: all)",
     )
     args = parser.parse_args()
     if args.images:
+        unknown = set(args.nets or ()) - set(IMAGE_NETS)
+        if unknown:
+            parser.error(f"unknown image nets {sorted(unknown)}")
         torch.set_num_threads(1)
         with BLAS.limit(limits=1, user_api="blas"):
-            images(args.batches or [1, 64], args.repeats or 5)
+            images(args.batches or [1, 64], args.repeats or 5, args.nets)
         return
+    args.nets = args.nets or ["bnn", "dhn", "snn"]
     widths = args.widths or ([1024] if args.quick else [1024, 4096])
     batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])
     threads = args.threads or ([1] if args.quick else [1, 2])

@@ -29,7 +29,8 @@ __all__ = ["pack"]
 
 _SUPPORTED = (
     "MLP, SmallCNN, BinaryMLP, SpikingMLP, ICBMNet (with an MLP, CNN or no "
-    "backbone), BiRealResNet18, WideResNet and ResNet18 (with step activations)"
+    "backbone), BiRealResNet18, WideResNet and ResNet18 (with step activations) "
+    "and SEWResNet (IF/LIF neurons, add/iand/and connections)"
 )
 
 
@@ -467,7 +468,8 @@ def pack(estimator, *, n_jobs=None):
         "scaled_sigmoid"): ``architecture`` "mlp" (DHN), "cnn", "bnn" or
         "snn", the image nets "bireal" (Bi-Real ResNet-18: XNOR-popcount
         convolutions, real shortcuts), "wrn" and "resnet18" (step
-        activations: real-weight convolutions on bit maps), or an ICBM
+        activations: real-weight convolutions on bit maps), "sew_resnet"
+        (spikes as bits over T steps folded into rows), or an ICBM
         with an "mlp" (step or ReLU activations), "cnn" (step activations)
         or "identity" backbone. Its module must be float32.
     n_jobs : int, default=None

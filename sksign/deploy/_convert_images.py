@@ -16,7 +16,17 @@ Reads the torch modules into channels-last map layers (see
 - ResNet-18 with step activations: in its pre-activation form, the blocks
   of the WideResNet; in its post-activation form, every convolution after
   the stem reads bits and the identity shortcut adds the bits of the
-  block's input.
+  block's input;
+- SEW-ResNet: time folded into the rows (row ``n * T + t``); the stem's
+  convolution and BatchNorm run once per sample, its neurons receive that
+  current at every step (``pixel_neuron``); in a block, a convolution of
+  spikes is a sum of the weights of the active bits (``bit_conv2d``), of
+  the integer maps an "add" connection makes a float32 convolution
+  (``conv2d``), followed by the BatchNorm (``channel_affine``) and the
+  neurons; "add" sums the spikes into a float map of small integers,
+  "iand" and "and" are bit operations on the spike words (``pixel_gate``);
+  the pooled spikes (counts) go through the readout at every step, and the
+  logits are averaged over the steps (``time_mean``).
 
 Imported by :func:`sksign.deploy.pack` only (it imports torch).
 """
@@ -32,11 +42,20 @@ from torch import nn
 
 from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
 from sksign.nn.resnet import ResNet18, WideResNet
+from sksign.nn.sew_resnet import LIFNeuron, SEWBlock, SEWResNet
+from sksign.nn.spiking import IFNeuron
 
 __all__ = ["IMAGE_NETS", "pack_image_net"]
 
 #: The image nets pack_image_net reads, by architecture name.
-IMAGE_NETS = {"bireal": BiRealResNet18, "wrn": WideResNet, "resnet18": ResNet18}
+IMAGE_NETS = {
+    "bireal": BiRealResNet18,
+    "wrn": WideResNet,
+    "resnet18": ResNet18,
+    "sew_resnet": SEWResNet,
+}
+#: Connections of a SEW block that run on bits ("add" makes integer maps).
+SEW_CONNECTS = ("add", "iand", "and")
 
 
 def _np(t):
@@ -317,6 +336,125 @@ def _resnet18(maps, module):
     return maps.add("pool", "bit_global_avg_pool", [x], shape=[maps.shape[0], 1, 1])
 
 
+def _conv_bn(name, module):
+    """The Conv2d and BatchNorm2d of a SEW-ResNet's conv stack, checked."""
+    children = list(module.children()) if isinstance(module, nn.Sequential) else []
+    if (
+        len(children) != 2
+        or type(children[0]) is not nn.Conv2d
+        or type(children[1]) is not nn.BatchNorm2d
+    ):
+        raise ValueError(
+            f"Cannot pack layer {name!r}: a Conv2d followed by a BatchNorm2d is "
+            f"expected; got {module!r}."
+        )
+    return children
+
+
+def _neuron(maps, name, neuron, value, time_steps, constant=False):
+    """The spikes of a layer of IF or LIF neurons (``pixel_neuron``)."""
+    if type(neuron) not in (IFNeuron, LIFNeuron):
+        maps._check_step(name, neuron)  # not a step: names what it is
+        raise ValueError(
+            f"Cannot pack layer {name!r}: an IFNeuron or LIFNeuron is expected; "
+            f"got {type(neuron).__name__}."
+        )
+    maps._check_step(name, neuron)  # forced smooth: refused
+    leaky = isinstance(neuron, LIFNeuron)
+    attrs = {
+        "time_steps": int(time_steps),
+        # the torch neuron's float32 arithmetic rounds them to float32
+        "threshold": float(np.float32(neuron.threshold)),
+        "reset": neuron.reset,
+        "constant": bool(constant),
+        "neuron": "lif" if leaky else "if",
+        "tau": float(np.float32(neuron.tau)) if leaky else 1.0,
+    }
+    return maps.add(name, "pixel_neuron", [value], attrs, kind="pixel_bits")
+
+
+def _spike_conv(maps, name, module, value, kinds):
+    """Conv and BatchNorm of spikes (bits) or of the integer maps of "add"."""
+    conv, bn = _conv_bn(name, module)
+    if kinds[value] == "pixel_bits":
+        z = maps.bit_conv(f"{name}.0", conv, value)
+    else:
+        z = maps.conv(f"{name}.0", conv, value)
+    return maps.bn(f"{name}.1", bn, z)
+
+
+def _sew_block(maps, name, block, s, kinds, time_steps):
+    """``connect(sn2(conv2(sn1(conv1(s)))), identity)`` of spikes `s`."""
+    if type(block) is not SEWBlock:
+        raise ValueError(
+            f"Cannot pack layer {name!r}: a SEWBlock is expected; got "
+            f"{type(block).__name__}."
+        )
+    connect = block.connect
+    if connect not in SEW_CONNECTS:
+        raise ValueError(
+            f"Cannot pack layer {name!r}: its connect function {connect!r} is not "
+            f"one of {SEW_CONNECTS}."
+        )
+    shape = list(maps.shape)
+    identity = s
+    if hasattr(block, "down"):
+        z = _spike_conv(maps, f"{name}.down", block.down, s, kinds)
+        identity = _neuron(maps, f"{name}.sn_down", block.sn_down, z, time_steps)
+        kinds[identity] = "pixel_bits"
+        maps.shape = shape
+    z = _spike_conv(maps, f"{name}.conv1", block.conv1, s, kinds)
+    h = _neuron(maps, f"{name}.sn1", block.sn1, z, time_steps)
+    kinds[h] = "pixel_bits"
+    z = _spike_conv(maps, f"{name}.conv2", block.conv2, h, kinds)
+    a = _neuron(maps, f"{name}.sn2", block.sn2, z, time_steps)
+    kinds[a] = "pixel_bits"
+    if connect == "add":
+        # A + S: a float map of small integers (counts of spikes)
+        a = maps.add(f"{name}.sn2.float", "pixel_unpack", [a])
+        if kinds[identity] == "pixel_bits":
+            identity = maps.add(f"{name}.identity", "pixel_unpack", [identity])
+        out = maps.add(name, "add", [a, identity])
+        kinds[out] = "float"
+        return out
+    if kinds[identity] != "pixel_bits":  # pragma: no cover - built by the net
+        raise ValueError(
+            f"Cannot pack layer {name!r}: {connect!r} of integer maps (after an "
+            "'add' block) is not a bit operation."
+        )
+    out = maps.add(
+        name, "pixel_gate", [a, identity], {"connect": connect}, kind="pixel_bits"
+    )
+    kinds[out] = "pixel_bits"
+    return out
+
+
+def _sew_resnet(maps, module):
+    """SEW-ResNet on maps with T rows per sample; returns the pooled value."""
+    t = module.time_steps
+    x = maps.add("nhwc", "to_nhwc", ["input"])
+    conv, bn = _conv_bn("stem", module.stem)
+    x = maps.conv("stem.0", conv, x)
+    x = maps.bn("stem.1", bn, x)
+    s = _neuron(maps, "sn_stem", module.sn_stem, x, t, constant=True)
+    kinds = {s: "pixel_bits"}
+    for i in range(1, 5):
+        for j, block in enumerate(getattr(module, f"layer{i}")):
+            s = _sew_block(maps, f"layer{i}.{j}", block, s, kinds, t)
+    pool = list(module.pool.children())
+    if len(pool) != 2 or not isinstance(pool[0], nn.AdaptiveAvgPool2d):
+        raise ValueError(  # pragma: no cover - built by the net
+            "Cannot pack layer 'pool': a global average pooling is expected."
+        )
+    if pool[0].output_size not in (1, (1, 1)):
+        raise ValueError(
+            "Cannot pack layer 'pool.0': AdaptiveAvgPool2d(1) is expected; got "
+            f"{pool[0]!r}."
+        )
+    op = "bit_global_avg_pool" if kinds[s] == "pixel_bits" else "global_avg_pool"
+    return maps.add("pool", op, [s], {"out": 0}, shape=[maps.shape[0], 1, 1])
+
+
 def pack_image_net(builder, module, check_step, bn_affine):
     """Add the layers of an image net to `builder`; return its architecture name.
 
@@ -324,7 +462,7 @@ def pack_image_net(builder, module, check_step, bn_affine):
     ----------
     builder : sksign.deploy._convert._Builder
         Collects the layers and tensors.
-    module : BiRealResNet18, WideResNet or ResNet18
+    module : BiRealResNet18, WideResNet, ResNet18 or SEWResNet
         The eval-mode net.
     check_step : callable
         ``check_step(name, module)`` raises unless `module` is an exact step.
@@ -345,10 +483,15 @@ def pack_image_net(builder, module, check_step, bn_affine):
     elif isinstance(module, WideResNet):
         _wrn(maps, module)
         arch = "wrn"
+    elif isinstance(module, SEWResNet):
+        _sew_resnet(maps, module)
+        arch = "sew_resnet"
     else:
         _resnet18(maps, module)
         arch = "resnet18"
     if not isinstance(module.out, nn.Linear):  # pragma: no cover - built by the net
         raise ValueError("Cannot pack the readout 'out': a Linear layer is expected.")
     builder.linear("out", module.out, readout=True)
+    if arch == "sew_resnet":  # the readout at every step, averaged
+        builder.add("mean", "time_mean", ["out"], {"time_steps": module.time_steps})
     return arch

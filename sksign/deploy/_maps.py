@@ -7,8 +7,11 @@ of one pixel are contiguous: as float rows (``float``) or as packed bits
 uint64 words, in the unit layout of :mod:`sksign.kernels._bit_layers`, so a
 row holds ``H * W * ceil(C / 64)`` words). A convolution is an im2col of
 these pixels, of floats or of whole words, followed by a matrix product, an
-XNOR-popcount or a sum of weight rows over the active bits. Numpy and numba
-only: no torch.
+XNOR-popcount or a sum of weight rows over the active bits. Spiking maps
+(SEW-ResNet) fold time into the rows (row ``n * T + t``): the neurons of
+:func:`fire_maps` integrate float maps of input currents into ``pixel_bits``
+spikes, and :func:`gate_pixels` combines two spike maps bit by bit. Numpy
+and numba only: no torch.
 """
 
 # Authors: The sksign developers
@@ -21,8 +24,12 @@ import numpy as np
 from sksign.kernels._bit_layers import pack_ge, unpack_words
 
 __all__ = [
+    "GATES",
     "MAP_OPS",
+    "NEURONS",
     "conv_corrections",
+    "fire_maps",
+    "gate_pixels",
     "im2col",
     "map_geometry",
     "pack_pixels",
@@ -44,7 +51,15 @@ MAP_OPS = {
     "avg_pool2d": ("kernel", "out"),
     "global_avg_pool": ("out",),
     "bit_global_avg_pool": ("out",),
+    "pixel_neuron": (),
+    "pixel_gate": (),
 }
+
+#: Neuron models of ``pixel_neuron``: integrate-and-fire, leaky (``tau``).
+NEURONS = ("if", "lif")
+#: Element-wise functions of two spike maps ``a`` and ``s`` (``pixel_gate``):
+#: ``(1 - a) * s`` and ``a * s``.
+GATES = ("iand", "and")
 
 
 def words_per_pixel(channels):
@@ -163,3 +178,83 @@ def conv_corrections(signs, shape, kernel, stride, padding):
     taps = signs.sum(axis=3).reshape(len(signs), k * k)  # (oc, k * k)
     corr = padded.reshape(ho * wo, k * k).astype(np.int64) @ taps.T.astype(np.int64)
     return np.ascontiguousarray(corr, dtype=np.int32)
+
+
+def fire_maps(current, channels, attrs, run):
+    """Spikes of a layer of neurons fed float maps of currents, as ``pixel_bits``.
+
+    The operations, their order and their float32 rounding are those of
+    :class:`~sksign.nn.spiking.IFNeuron` and
+    :class:`~sksign.nn.sew_resnet.LIFNeuron` in ``eval()``; per step ``t``,
+    from ``v = 0``::
+
+        v = v + I[t]                        (neuron "if")
+        v = v + (I[t] - v) / tau            (neuron "lif")
+        s = 1[v - threshold >= 0]
+        v = v - threshold * s               (reset "subtract")
+        v = v * (1 - s)                     (reset "zero")
+
+    Parameters
+    ----------
+    current : ndarray of shape (n * T, H * W * C) or (n, H * W * C), float32
+        Channels-last maps of input currents, row ``n * T + t``; with
+        ``attrs["constant"]``, one row per sample, the current of every step.
+    channels : int
+        C.
+    attrs : dict
+        ``time_steps``, ``threshold``, ``reset`` ("subtract" or "zero"),
+        ``constant``, ``neuron`` ("if" or "lif") and ``tau``.
+    run : callable
+        ``run(kernel, n_rows, *args)`` runs a row kernel.
+
+    Returns
+    -------
+    spikes : ndarray of shape (n * T, H * W * ceil(C / 64)), dtype uint64
+        ``pixel_bits``, row ``n * T + t``.
+    """
+    steps = attrs["time_steps"]
+    n = current.shape[0] if attrs["constant"] else current.shape[0] // steps
+    cur = current.reshape(n, 1 if attrs["constant"] else steps, -1)
+    threshold = np.float32(attrs["threshold"])
+    tau = np.float32(attrs["tau"])
+    leaky = attrs["neuron"] == "lif"
+    v = np.zeros((n, cur.shape[2]), dtype=np.float32)
+    u = np.empty_like(v)
+    fired = np.empty(v.shape, dtype=bool)
+    n_words = cur.shape[2] // channels * words_per_pixel(channels)
+    out = np.empty((n, steps, n_words), dtype=np.uint64)
+    for t in range(steps):
+        i = cur[:, 0 if attrs["constant"] else t]
+        if leaky:
+            np.subtract(i, v, out=u)
+            u /= tau
+            v += u
+        else:
+            v += i
+        np.subtract(v, threshold, out=u)
+        out[:, t] = pack_pixels(u, channels, run)
+        if t + 1 < steps:
+            np.greater_equal(u, 0, out=fired)
+            if attrs["reset"] == "zero":
+                v[fired] = 0  # v * (1 - 1) of a v >= threshold > 0
+            else:
+                np.copyto(v, u, where=fired)  # v - threshold * 1
+    return out.reshape(n * steps, -1)
+
+
+def gate_pixels(a, s, connect):
+    """``(1 - a) * s`` ("iand") or ``a * s`` ("and") of two ``pixel_bits`` maps.
+
+    Both are bit operations on the words: ``s & ~a`` and ``a & s`` (the
+    padding bits of `s` and `a` are 0, so are those of the result).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, s = np.array([[0b1100]], np.uint64), np.array([[0b1010]], np.uint64)
+    >>> int(gate_pixels(a, s, "iand")[0, 0]), int(gate_pixels(a, s, "and")[0, 0])
+    (2, 8)
+    """
+    if connect == "iand":
+        return s & ~a
+    return a & s

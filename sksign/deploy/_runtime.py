@@ -20,8 +20,12 @@ from itertools import pairwise
 import numpy as np
 
 from sksign.deploy._maps import (
+    GATES,
     MAP_OPS,
+    NEURONS,
     conv_corrections,
+    fire_maps,
+    gate_pixels,
     im2col,
     map_geometry,
     pack_pixels,
@@ -183,6 +187,23 @@ OPS = {
     "avg_pool2d": ("float", "float", 1, {"shape": list, "kernel": int, "out": int}, {}),
     "global_avg_pool": ("float", "float", 1, {"shape": list, "out": int}, {}),
     "bit_global_avg_pool": ("pixel_bits", "float", 1, {"shape": list, "out": int}, {}),
+    # spiking maps (SEW-ResNet), time folded into the rows (row n * T + t)
+    "pixel_neuron": (
+        "float",
+        "pixel_bits",
+        1,
+        {
+            "shape": list,
+            "time_steps": int,
+            "threshold": float,
+            "reset": str,
+            "constant": bool,
+            "neuron": str,
+            "tau": float,
+        },
+        {},
+    ),
+    "pixel_gate": ("pixel_bits", "pixel_bits", 2, {"shape": list, "connect": str}, {}),
 }
 
 _RESETS = ("subtract", "zero")
@@ -418,6 +439,11 @@ def validate_graph(graph, tensors):
         out_shape = None
         if op in MAP_OPS:
             known = {shapes.get(s) for s in inputs}
+            if len(known - {None}) > 1:
+                raise _schema_error(
+                    f"layer {name!r} reads maps of different shapes "
+                    f"{sorted(known - {None})}."
+                )
             extra, out_shape = _check_map_layer(
                 name, op, a, width, out_width, known.pop() if len(known) == 1 else None
             )
@@ -449,7 +475,15 @@ def validate_graph(graph, tensors):
                     f"shape {shape}; got {t.dtype} of shape {t.shape}."
                 )
             used.add(names[key])
-        if op == "if_neuron":
+        if op == "pixel_neuron" and (
+            a["neuron"] not in NEURONS or not np.isfinite(a["tau"]) or a["tau"] <= 0
+        ):
+            raise _schema_error(f"layer {name!r} has invalid neuron attributes.")
+        if op == "pixel_gate" and a["connect"] not in GATES:
+            raise _schema_error(
+                f"layer {name!r}: connect {a['connect']!r} is not one of {GATES}."
+            )
+        if op in ("if_neuron", "pixel_neuron"):
             if not 1 <= a["time_steps"] <= MAX_TIME_STEPS or a["reset"] not in _RESETS:
                 raise _schema_error(f"layer {name!r} has invalid neuron attributes.")
             if not a["constant"] and per_sample != a["time_steps"]:
@@ -459,7 +493,7 @@ def validate_graph(graph, tensors):
                 )
             if not np.isfinite(a["threshold"]) or a["threshold"] <= 0:
                 raise _schema_error(f"layer {name!r} needs a positive threshold.")
-            if a["constant"] != (per_sample == 1):
+            if a["constant"] and per_sample != 1:
                 raise _schema_error(
                     f"layer {name!r}: 'constant' contradicts its input."
                 )
@@ -793,7 +827,7 @@ class PackedNet:
         if op == "bit_dense_step":
             return self._bit_dense_step(layer, x, n_threads)
         if op in MAP_OPS:
-            return self._run_map(layer, x, n, n_threads)
+            return self._run_map(layer, xs, n_threads)
         if op == "conv":
             w = self._tensor(layer, "weight")
             patches, (h, w_out) = _patches(x, attrs)
@@ -873,14 +907,21 @@ class PackedNet:
             return x.reshape(n, t, -1).mean(axis=1, dtype=np.float32)
         raise AssertionError(op)  # pragma: no cover - validated on construction
 
-    def _run_map(self, layer, x, n, n_threads):
+    def _run_map(self, layer, xs, n_threads):
         """One layer on channels-last maps (see :mod:`sksign.deploy._maps`)."""
         op, attrs = layer["op"], layer["attrs"]
         c, h, w = attrs["shape"]
+        x = xs[0]
+        # the maps of a spiking net hold T rows per sample: n counts rows
+        n = x.shape[0]
 
         def run(kernel, n_rows, *args):
             _run_rows(kernel, n_rows, n_threads, *args)
 
+        if op == "pixel_neuron":
+            return fire_maps(x, c, attrs, run)
+        if op == "pixel_gate":
+            return gate_pixels(xs[0], xs[1], attrs["connect"])
         if op == "to_nhwc":
             maps = x.reshape(n, c, h, w).transpose(0, 2, 3, 1)
             return np.ascontiguousarray(maps).reshape(n, -1)

@@ -52,6 +52,8 @@ _ARITHMETIC = {
     "avg_pool2d": "average",
     "global_avg_pool": "average",
     "bit_global_avg_pool": "count of bits",
+    "pixel_neuron": "integrate, fire",
+    "pixel_gate": "AND of bits",
 }
 #: Ops whose output is bits.
 _BIT_OUTPUTS = (
@@ -62,6 +64,8 @@ _BIT_OUTPUTS = (
     "max_pool",
     "pixel_step",
     "bit_conv2d_step",
+    "pixel_neuron",
+    "pixel_gate",
 )
 
 
@@ -84,7 +88,7 @@ def _rows(net):
         width_out = net.width(layer["output"])
         per_sample = kinds[layer["inputs"][0]][1]
         attrs = layer.get("attrs", {})
-        if op == "if_neuron":
+        if op in ("if_neuron", "pixel_neuron"):
             per_sample = attrs["time_steps"]
         elif op == "time_mean":
             per_sample = 1

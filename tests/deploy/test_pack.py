@@ -294,9 +294,9 @@ def test_relu_cnn_and_unfitted_and_other_objects_raise(digits):
     with pytest.raises(ValueError, match="'conv_act0'"):
         pack(cnn.fit(X_train[:30], y_train[:30]))
     images = HTAFNetClassifier(
-        architecture="sew_resnet", architecture_params={"width": 4}, max_epochs=1
+        architecture="vit", architecture_params={"dim": 16, "depth": 1}, max_epochs=1
     )
-    with pytest.raises(ValueError, match="Cannot pack a net of type SEWResNet"):
+    with pytest.raises(ValueError, match="Cannot pack a net of type VisionTransformer"):
         pack(images.initialize_for(256, classes=[0, 1], input_shape=(1, 16, 16)))
     with pytest.raises(TypeError, match="pack takes"):
         pack(object())
