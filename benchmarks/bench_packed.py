@@ -31,6 +31,12 @@ connections, T = 4) at width 16, torch eval ``module(x)`` under
 ``--batches``), one thread; ``--nets`` picks some of them (``bireal``,
 ``resnet18``, ``wrn``, ``sew_resnet``).
 
+``--kernel`` times the sign x sign kernel alone (``xnor_affine`` on random
+words: batch rows x width bits x width outputs) on one thread and on two
+(rows split, as the packed net splits them), in a process where torch runs
+no operation, as in a deployment without torch: torch's idle OpenMP workers
+share the cores with the packed layers in the in-process grid above.
+
 Run: ``python benchmarks/bench_packed.py`` (full grid, a few minutes) or
 ``python benchmarks/bench_packed.py --quick`` (width 1024, batches 1 and 64,
 one thread); ``--widths``, ``--batches``, ``--threads`` and ``--nets`` pick
@@ -44,6 +50,7 @@ import argparse
 import copy
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_of
 
 from sksign.deploy import pack
+from sksign.deploy._runtime import _run_rows_cols
 from sksign.estimators import HTAFNetClassifier
+from sksign.kernels._bit_layers import xnor_affine
 from sksign.kernels._popcount import popcount64
 
 N_FEATURES, N_CLASSES, TIME_STEPS = 784, 10, 4
@@ -226,8 +235,37 @@ def images(batches, repeats, nets=None):
             )
 
 
+def kernel(widths, batches, repeats):
+    """The sign x sign kernel alone, one and two threads, no torch operation."""
+    rng = np.random.default_rng(0)
+    peak = popcount_peak()
+    print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
+    print("| width | batch | 1 thread (ms) | G bit-MAC/s | 2 threads (ms) | scaling |")
+    print("|---" * 6 + "|")
+    for width in widths:
+        words = rng.integers(0, 2**63, (width // 64, width), dtype=np.uint64)
+        alpha, beta = np.ones(width, np.float32), np.zeros(width, np.float32)
+        for batch in batches:
+            x = rng.integers(0, 2**63, (batch, width // 64), dtype=np.uint64)
+            out = np.empty((batch, width), np.float32)
+            args = (x, words, width, alpha, beta, out)
+            runs = [
+                partial(_run_rows_cols, xnor_affine, batch, width, n, *args)
+                for n in (1, 2)
+            ]
+            (one, _), (two, _) = best_of(runs, repeats)
+            macs = batch * width * width
+            print(
+                f"| {width} | {batch} | {one * 1e3:.3f} | {macs / one / 1e9:.0f} "
+                f"| {two * 1e3:.3f} | {one / two:.2f}x |"
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--kernel", action="store_true", help="the XNOR kernel alone, no torch"
+    )
     parser.add_argument("--images", action="store_true", help="the image nets")
     parser.add_argument("--quick", action="store_true", help="small grid only")
     parser.add_argument("--repeats", type=int, default=None, help="best of N runs")
@@ -250,9 +288,12 @@ def main():
         with BLAS.limit(limits=1, user_api="blas"):
             images(args.batches or [1, 64], args.repeats or 5, args.nets)
         return
-    args.nets = args.nets or ["bnn", "dhn", "snn"]
     widths = args.widths or ([1024] if args.quick else [1024, 4096])
     batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])
+    if args.kernel:
+        kernel(widths, batches, args.repeats or 7)
+        return
+    args.nets = args.nets or ["bnn", "dhn", "snn"]
     threads = args.threads or ([1] if args.quick else [1, 2])
     rng = np.random.default_rng(0)
     X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)

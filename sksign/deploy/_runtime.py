@@ -246,8 +246,14 @@ class _Pool:
             return
         pool = cls.pools.get(n_threads)
         if pool is None:
-            pool = cls.pools[n_threads] = ThreadPoolExecutor(max_workers=n_threads)
-        list(pool.map(lambda t: func(*t), tasks))
+            pool = cls.pools[n_threads] = ThreadPoolExecutor(max_workers=n_threads - 1)
+        # the calling thread takes the first task instead of waiting idle
+        futures = [pool.submit(func, *t) for t in tasks[1:]]
+        try:
+            func(*tasks[0])
+        finally:  # no task may still write into the outputs after a raise
+            for f in futures:
+                f.result()
 
 
 def _split(n, parts):
