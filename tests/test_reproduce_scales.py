@@ -15,7 +15,12 @@ from skorch.callbacks import LRScheduler
 
 from sksign._report import papers
 from sksign._report._common import load_split
-from sksign._report.fitting import make_classifier, recipe_of, recipe_params
+from sksign._report.fitting import (
+    make_classifier,
+    recipe_of,
+    recipe_params,
+    recipes_text,
+)
 from sksign._report.reproduce import _with_epochs, load_data, run_reproduce
 from sksign._report.tables import read_markdown_tables
 
@@ -135,6 +140,21 @@ def test_recipes_become_estimator_parameters(dataset, augment):
     assert on_cuda["mixed_precision"]
     assert on_cuda["channels_last"]
     assert "channels_last" not in recipe_params(recipe_of(cfg, "resnet18"), 5, "cpu")
+
+
+def test_recipes_text_names_a_shared_recipe_once():
+    """Check the captions name one shared recipe once and mixed ones per net."""
+    quick = papers.configs("htaf", "quick")
+    shared = recipe_of(quick, "mlp").describe()
+    nets = [("SNN", "snn"), ("BNN", "bnn"), ("DHN", "mlp")]
+    assert recipes_text(quick, nets) == shared
+    paper = papers.configs("signcode", "paper")
+    mixed = [("FFNN", "mlp"), ("ResNet-18", "resnet18"), ("ViT", "vit")]
+    texts = {label: recipe_of(paper, arch).describe() for label, arch in mixed}
+    assert len(set(texts.values())) > 1
+    assert recipes_text(paper, mixed) == "; ".join(
+        sorted(f"{label}: {text}" for label, text in texts.items())
+    )
 
 
 def test_epochs_override_every_net():

@@ -64,6 +64,19 @@ def recipe_of(cfg, architecture):
     return recipe
 
 
+def recipes_text(cfg, nets):
+    """The training recipes of `nets` (``(label, architecture)`` pairs) as text.
+
+    One recipe shared by every net is named once; otherwise each net's,
+    ``"label: recipe"``, in sorted order.
+    """
+    described = [(label, recipe_of(cfg, arch).describe()) for label, arch in nets]
+    recipes = {text for _, text in described}
+    if len(recipes) == 1:
+        return recipes.pop()
+    return "; ".join(sorted({f"{label}: {text}" for label, text in described}))
+
+
 def recipe_params(recipe, epochs, device):
     """`recipe` as HTAFNetClassifier/ICBMClassifier parameters.
 

@@ -24,6 +24,7 @@ from sksign._report.fitting import (
     make_classifier,
     recipe_of,
     recipe_params,
+    recipes_text,
 )
 from sksign._report.papers import (
     ACTIVATION_NAMES,
@@ -179,14 +180,12 @@ def setting_text(cfg, data, models):
     X_train, X_test, _, _ = data
     own_test = cfg.dataset in ("digits", "mnist5k")
     split = "70/30 stratified split, " if own_test else "its own test set, "
-    recipes = sorted(
-        {f"{m.name}: {recipe_of(cfg, m.architecture).describe()}" for m in models}
-    )
+    recipes = recipes_text(cfg, [(m.name, m.architecture) for m in models])
     epochs = sorted({m.epochs(cfg) for m in models})
     return (
         f"hidden width {cfg.width} (MLP family), "
         f"{'-'.join(map(str, sorted({epochs[0], epochs[-1]})))} epochs, "
-        f"{'; '.join(recipes)}; batch {cfg.batch_size}, {cfg.dataset} ({split}"
+        f"{recipes}; batch {cfg.batch_size}, {cfg.dataset} ({split}"
         f"{len(X_train)} train / {len(X_test)} test), alpha0={cfg.alpha0:g}, "
         f"alpha1={cfg.alpha1:g} (SS: k = alpha0 * alpha1; STE: clipped "
         f"identity), {cfg.seeds} seed(s) (mean ± std); exact step H at inference"

@@ -23,7 +23,7 @@ from sksign._report.fitting import (
     estimate_run_time,
     inputs_for,
     make_classifier,
-    recipe_of,
+    recipes_text,
 )
 from sksign._report.papers import (
     ACTIVATION_NAMES,
@@ -250,19 +250,14 @@ def setting_text(cfg, data):
     nets = f"FFNN widths {', '.join(map(str, cfg.widths))}, depth {cfg.depth}"
     for spec in cfg.nets:
         nets += f"; {spec.describe()}"
-    recipes = sorted(
-        {
-            f"{r.label}: {recipe_of(cfg, r.architecture).describe()}"
-            for r in net_rows(cfg)
-        }
-    )
+    recipes = recipes_text(cfg, [(r.label, r.architecture) for r in net_rows(cfg)])
     epochs = f"{cfg.epochs} epochs" + "".join(
         f", {ARCH_NAMES.get(s.architecture, s.architecture)} {s.epochs}"
         for s in cfg.nets
         if s.epochs
     )
     return (
-        f"{nets}; {epochs}; {'; '.join(recipes)}; batch {cfg.batch_size}, "
+        f"{nets}; {epochs}; {recipes}; batch {cfg.batch_size}, "
         f"{cfg.dataset} ({split}{len(X_train)} train / {len(X_test)} test), "
         f"{cfg.seeds} seed(s) (mean ± std)"
     )
