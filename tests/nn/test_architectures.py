@@ -381,7 +381,7 @@ def test_check_input_shape_accepts_fitting_shapes():
 # -- training (slow) --
 # (architecture, activation, extra arguments, epochs, Adam lr, eval accuracy
 # to reach). The step nets train with a cosine schedule to 0: at a constant
-# rate their exact-step (eval) accuracy trails the smooth one by up to 20
+# rate their exact-step (eval) accuracy trailed the smooth one by 8-10
 # points, and a ResNet-18 with HTAF(2, 11) at every activation stays near
 # chance at lr 3e-3 (0.35 at width 8).
 TRAINING = [
