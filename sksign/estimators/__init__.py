@@ -8,10 +8,12 @@ from sksign.estimators._htaf_net import HTAFNetClassifier, HTAFNetRegressor
 from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
 from sksign.estimators._sign_knn import SignKNNClassifier
 from sksign.estimators._sign_knn_regressor import SignKNNRegressor
+from sksign.estimators._step_recipe import CosineSchedule
 
 __all__ = [
     "AlphaAnnealing",
     "ConceptRecord",
+    "CosineSchedule",
     "HTAFNetClassifier",
     "HTAFNetRegressor",
     "ICBMClassifier",

@@ -203,13 +203,14 @@ class HTAFNetClassifier(
         module=None,
         criterion=nn.CrossEntropyLoss,
         optimizer=torch.optim.Adam,
-        lr=1e-3,
+        lr="auto",
+        lr_schedule="auto",
         max_epochs=20,
         batch_size=128,
         train_split=None,
         time_steps=4,
-        alpha0_start=None,
-        anneal_epochs=16,
+        alpha0_start="auto",
+        anneal_epochs="auto",
         inference="step",
         recalibrate_bn=True,
         sign_repulsion=0.0,
@@ -251,6 +252,7 @@ class HTAFNetClassifier(
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
+        self.lr_schedule = lr_schedule
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
         self.inference = inference
@@ -384,6 +386,7 @@ class HTAFNetRegressor(
         criterion=nn.MSELoss,
         optimizer=torch.optim.Adam,
         lr=1e-3,
+        lr_schedule="constant",
         max_epochs=20,
         batch_size=128,
         train_split=None,
@@ -430,6 +433,7 @@ class HTAFNetRegressor(
         self.input_shape = input_shape
         self.conv_channels = conv_channels
         self.time_steps = time_steps
+        self.lr_schedule = lr_schedule
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
         self.inference = inference

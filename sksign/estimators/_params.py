@@ -120,8 +120,10 @@ HTAF_CONSTRAINTS: dict = {
     "architecture": [StrOptions(set(ARCHITECTURES)), type],
     "architecture_params": [None, dict],
     "time_steps": [_AT_LEAST_ONE],
-    "alpha0_start": [None, _POSITIVE],
-    "anneal_epochs": [_AT_LEAST_ONE],
+    "lr": [_POSITIVE, StrOptions({"auto"})],
+    "lr_schedule": [StrOptions({"auto", "constant", "cosine"})],
+    "alpha0_start": [None, _POSITIVE, StrOptions({"auto"})],
+    "anneal_epochs": [_AT_LEAST_ONE, StrOptions({"auto"})],
     "inference": [StrOptions({"step", "smooth"})],
     "dtype": [StrOptions({"float32", "float64"})],
 }
@@ -162,8 +164,21 @@ DOCS: dict = {
         optimizer : torch optimizer class, default=torch.optim.Adam
             skorch's optimizer (Adam trains well where skorch's SGD default
             does not).
-        lr : float, default=1e-3
-            Learning rate.
+        lr : float or "auto", default="auto"
+            Learning rate. "auto" picks it by architecture when the optimizer
+            is built (stored as ``lr_``): 3e-3 for "bireal" with a step-like
+            activation, 1e-3 for every other net (the rates that trained best
+            on the padded digits, ``benchmarks/bench_step_recipes.py``).
+        lr_schedule : {"auto", "constant", "cosine"}, default="auto"
+            "cosine" decays the rate from ``lr`` towards 0 over ``max_epochs``
+            (stepped per epoch; :class:`~sksign.estimators.CosineSchedule`,
+            callback "lr_schedule"); "constant" keeps it. "auto" is "cosine"
+            for nets with a step-like activation (found on the built module,
+            so a user's module counts too) and "constant" otherwise, and
+            leaves the rate to ``callbacks`` when they hold a skorch
+            ``LRScheduler``. Step nets trained at a constant rate trail their
+            cosine-trained twins by 5-30 points with the exact step (the user
+            guide's "Choosing a step activation and a recipe").
         max_epochs : int, default=20
             Number of epochs.
         batch_size : int, default=128
@@ -266,17 +281,20 @@ default="mlp"
         module : nn.Module class or instance, default=None
             skorch's ``module``; when given, it replaces ``architecture``.""",
     "steps": """
-        alpha0_start : float or None, default=None
+        alpha0_start : float, "auto" or None, default="auto"
             Anneal HTAF's ``alpha0`` during training: the first epoch trains
             with ``alpha0_start`` (a smoother activation whose gradient reaches
             more units), then ``alpha0`` rises geometrically to ``alpha0`` over
             ``anneal_epochs`` epochs (:class:`~sksign.estimators.AlphaAnnealing`).
-            None trains at ``alpha0`` throughout. Only "htaf" activations are
-            annealed.
-        anneal_epochs : int, default=16
-            Length of the ``alpha0`` schedule in epochs (shortened to
-            ``max_epochs`` when that is smaller, so the fit always ends at
-            ``alpha0``).
+            "auto" starts at 0.1 (when ``alpha0`` is larger); None trains at
+            ``alpha0`` throughout. Only "htaf" activations are annealed. Why:
+            HTAF(2, 11) passes gradient only where ``|x| < 0.25`` or so, 13-20%
+            of the BatchNorm-ed pre-activations of a deep net at the start,
+            against 62-87% inside STE's ``|x| <= 1``.
+        anneal_epochs : int or "auto", default="auto"
+            Length of the ``alpha0`` schedule in epochs ("auto": all of
+            ``max_epochs``; shortened to ``max_epochs`` when that is smaller,
+            so the fit always ends at ``alpha0``).
         inference : {"step", "smooth"}, default="step"
             What the step-like activations compute outside training
             (``predict``, ``predict_proba``, ``forward``, the validation loss):
@@ -319,8 +337,22 @@ REGRESSOR_DOCS: dict = {
         "hidden_layer_sizes : int or tuple of int, default=(256, 256)",
         "hidden_layer_sizes : int or tuple of int, default=(512, 512)",
     ),
-    "steps": DOCS["steps"].replace(
-        "alpha0_start : float or None, default=None",
-        "alpha0_start : float or None, default=0.05",
+    "steps": DOCS["steps"]
+    .replace(
+        'alpha0_start : float, "auto" or None, default="auto"',
+        'alpha0_start : float, "auto" or None, default=0.05',
+    )
+    .replace(
+        'anneal_epochs : int or "auto", default="auto"',
+        'anneal_epochs : int or "auto", default=16',
+    ),
+    "training": DOCS["training"]
+    .replace(
+        'lr : float or "auto", default="auto"',
+        'lr : float or "auto", default=1e-3',
+    )
+    .replace(
+        'lr_schedule : {"auto", "constant", "cosine"}, default="auto"',
+        'lr_schedule : {"auto", "constant", "cosine"}, default="constant"',
     ),
 }

@@ -6,12 +6,20 @@ the BatchNorm statistics of the exact step."""
 
 from __future__ import annotations
 
+import warnings
 from contextlib import nullcontext
 
+from skorch.callbacks import LRScheduler
 from skorch.dataset import unpack_data
 from skorch.utils import to_tensor
 
+from sksign._compat import InvalidParameterError
 from sksign.estimators._callbacks import AlphaAnnealing
+from sksign.estimators._step_recipe import (
+    AUTO_ALPHA0_START,
+    CosineSchedule,
+    auto_recipe,
+)
 from sksign.nn import (
     StepActivation,
     batchnorm_layers,
@@ -20,6 +28,8 @@ from sksign.nn import (
 )
 
 __all__ = ["BatchNormRecalibrationMixin", "StepTrainingMixin"]
+
+_UNSET = object()
 
 
 class BatchNormRecalibrationMixin:
@@ -82,11 +92,18 @@ class BatchNormRecalibrationMixin:
 
 
 class StepTrainingMixin(BatchNormRecalibrationMixin):
-    """``alpha0_start``/``anneal_epochs``, ``inference`` and ``recalibrate_bn``.
+    """The step nets' recipe: ``lr``, ``lr_schedule``, ``alpha0_start``,
+    ``anneal_epochs``, ``inference`` and ``recalibrate_bn``.
 
-    ``alpha0_start`` (not None) adds an :class:`AlphaAnnealing` callback
-    named "alpha_annealing" that raises HTAF's ``alpha0`` from
-    ``alpha0_start`` to ``alpha0`` over ``anneal_epochs``. ``inference``
+    The "auto" values of ``lr``, ``lr_schedule`` and ``alpha0_start`` take
+    the :func:`~sksign.estimators._step_recipe.auto_recipe` of the net's
+    ``architecture`` and ``activation``; the rate used is ``lr_``.
+    ``lr_schedule`` adds a :class:`~sksign.estimators.CosineSchedule`
+    callback named "lr_schedule" (not with "auto" when ``callbacks`` holds a
+    skorch ``LRScheduler``). ``alpha0_start`` (not None) adds an
+    :class:`AlphaAnnealing` callback named "alpha_annealing" that raises
+    HTAF's ``alpha0`` from ``alpha0_start`` to ``alpha0`` over
+    ``anneal_epochs`` ("auto": all ``max_epochs``). ``inference``
     chooses what the step-like activations compute outside training:
     "step", the exact ``1[x >= 0]`` (hidden units are bits), or "smooth",
     the training function (for HTAF, ``sigmoid(alpha1 * tanh(alpha0 * x))``).
@@ -102,21 +119,146 @@ class StepTrainingMixin(BatchNormRecalibrationMixin):
     True
     """
 
+    # -- the resolved recipe ----------------------------------------------------
+    def _recipe(self):
+        return auto_recipe(self.architecture, self.activation)
+
+    def _alpha0_start(self):
+        """``alpha0_start`` with "auto" resolved (None: no annealing)."""
+        start = self.alpha0_start
+        if start == "auto":
+            anneal = (
+                self._recipe().anneal
+                and self.activation == "htaf"
+                and float(self.alpha0) > AUTO_ALPHA0_START
+            )
+            return AUTO_ALPHA0_START if anneal else None
+        return start
+
+    def _lr_schedule(self):
+        """``lr_schedule`` with "auto" resolved."""
+        if self.lr_schedule != "auto":
+            return self.lr_schedule
+        return "constant" if self._user_lr_scheduler() else self._recipe().lr_schedule
+
+    def _anneal_epochs(self):
+        return self.max_epochs if self.anneal_epochs == "auto" else self.anneal_epochs
+
+    def _user_lr_scheduler(self):
+        """Whether ``callbacks`` holds a skorch ``LRScheduler``."""
+        callbacks = self.callbacks if isinstance(self.callbacks, list | tuple) else ()
+        return any(
+            isinstance(cb[1] if isinstance(cb, tuple) else cb, LRScheduler)
+            for cb in callbacks
+        )
+
+    def _check_param_instances(self):
+        super()._check_param_instances()
+        if self.lr_schedule == "cosine" and self._user_lr_scheduler():
+            raise InvalidParameterError(
+                f"{type(self).__name__} got lr_schedule='cosine' and an "
+                "LRScheduler in callbacks: two schedules would set the rate. "
+                "Pass lr_schedule='constant' to keep your LRScheduler, or drop it."
+            )
+
+    def _before_training(self):
+        super()._before_training()
+        self._warn_ignored_alphas()
+
+    def _warn_ignored_alphas(self):
+        """Warn when ``alpha0``/``alpha1``/``alpha0_start`` shape nothing.
+
+        They shape "htaf" (and "scaled_sigmoid": ``k = alpha0 * alpha1``) in
+        the nets built from ``architecture``; any other activation ignores
+        them, and a grid over them would compare identical nets.
+        """
+        if self.module is not None or not isinstance(self.architecture, str):
+            return  # a user's module: the parameters may reach it
+        act = self.activation
+        changed = [
+            name
+            for name, default in (("alpha0", 2.0), ("alpha1", 11.0))
+            if act not in ("htaf", "scaled_sigmoid")
+            and float(getattr(self, name)) != default
+        ]
+        start = self.alpha0_start
+        if act != "htaf" and start not in ("auto", None):
+            changed.append("alpha0_start")
+        if changed:
+            warnings.warn(
+                f"{', '.join(changed)} set on {type(self).__name__} with "
+                f"activation={act!r}, which ignores "
+                f"{'it' if len(changed) == 1 else 'them'}: they shape 'htaf' "
+                "(alpha0_start: 'htaf' only; 'scaled_sigmoid' uses k = alpha0 "
+                "* alpha1). Set activation='htaf' to grid them.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def get_params_for_optimizer(self, prefix, named_parameters):
+        """skorch's optimizer arguments, with ``lr="auto"`` resolved.
+
+        Parameters
+        ----------
+        prefix : str
+            The optimizer's name ("optimizer").
+        named_parameters : iterable of (str, Parameter)
+            The parameters it updates.
+
+        Returns
+        -------
+        args, kwargs
+            The optimizer's arguments.
+        """
+        args, kwargs = super().get_params_for_optimizer(prefix, named_parameters)
+        if kwargs.get("lr") == "auto":
+            kwargs["lr"] = self._recipe().lr
+        if prefix == "optimizer":
+            self.lr_ = kwargs["lr"]
+        return args, kwargs
+
+    def set_params(self, **params):
+        """Set parameters; ``lr="auto"`` on a built net resolves at once.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters.
+
+        Returns
+        -------
+        self
+        """
+        lr = params.pop("lr", _UNSET)
+        super().set_params(**params)
+        if lr is _UNSET:
+            return self
+        if lr == "auto" and self.initialized_ and hasattr(self, "optimizer_"):
+            # skorch's setter writes the value into the optimizer's groups
+            super().set_params(lr=self._recipe().lr)
+            self.lr_ = self.optimizer_.param_groups[0]["lr"]
+            vars(self)["lr"] = "auto"
+            return self
+        return super().set_params(lr=lr)
+
     def initialize_callbacks(self):
-        """skorch's callbacks, plus :class:`AlphaAnnealing` when asked for.
+        """skorch's callbacks, plus the schedule and the annealing of the recipe.
 
         Returns
         -------
         self
         """
         super().initialize_callbacks()
-        if self.alpha0_start is not None:
+        start = self._alpha0_start()
+        if start is not None:
             # first: every other callback sees the epoch's alpha0
             self._add_callback(
                 "alpha_annealing",
-                lambda: AlphaAnnealing(self.alpha0_start, self.anneal_epochs),
+                lambda: AlphaAnnealing(start, self._anneal_epochs()),
                 0,
             )
+        if self._lr_schedule() == "cosine":
+            self._add_callback("lr_schedule", CosineSchedule, 0)
         return self
 
     def _inference_mode(self):

@@ -2,6 +2,7 @@
 the inference mode, early stopping and the dtype."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -158,10 +159,12 @@ def test_short_fits_compress_the_schedule():
 
 
 def test_annealing_defaults_differ_by_task():
-    """Check the regressor anneals by default and the classifier does not."""
-    reg = HTAFNetRegressor((4,), max_epochs=1).initialize_for(3)
-    clf = HTAFNetClassifier((4,), max_epochs=1).initialize_for(3, classes=[0, 1])
-    assert "alpha_annealing" in dict(reg.callbacks_)
+    """Check the regressor anneals by default (from 0.05 over 16 epochs) and
+    the classifier's MLP does not ("auto" anneals the deep image nets only)."""
+    reg = HTAFNetRegressor((4,), max_epochs=30).initialize_for(3)
+    clf = HTAFNetClassifier((4,), max_epochs=30).initialize_for(3, classes=[0, 1])
+    reg_cb = dict(reg.callbacks_)["alpha_annealing"]
+    assert (reg_cb.start, reg_cb.epochs) == (0.05, 16)
     assert "alpha_annealing" not in dict(clf.callbacks_)
     assert "alpha_annealing" not in dict(
         reg.set_params(alpha0_start=None).initialize().callbacks_
@@ -240,7 +243,10 @@ def test_docstring_states_the_new_defaults():
     for cls in (HTAFNetClassifier, HTAFNetRegressor):
         params = inspect.signature(cls).parameters
         doc = cls.__doc__
-        start = params["alpha0_start"].default
-        assert f"alpha0_start : float or None, default={start}" in doc
+        for name in ("lr", "lr_schedule", "alpha0_start", "anneal_epochs"):
+            default = params[name].default
+            shown = f'"{default}"' if isinstance(default, str) else f"{default:g}"
+            shown = shown.replace("0.001", "1e-3")
+            assert re.search(rf"\n\s*{name} : [^\n]*, default={shown}\n", doc), name
         assert 'inference : {"step", "smooth"}, default="step"' in doc
     assert "early_stopping : bool, default=False" in HTAFNetRegressor.__doc__
