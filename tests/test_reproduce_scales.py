@@ -58,10 +58,16 @@ def _tiny(table):
             ("SNN", NetSpec("sew_resnet", (("width", 2), ("blocks", (1, 1, 1, 1))))),
             ("BNN", NetSpec("bireal", (("width", 2),), 2)),
             ("DHN", NetSpec("wrn", (("depth", 10), ("widen_factor", 1)), 16)),
+            ("Step ResNet-18", NetSpec("resnet18", (("width", 2),), 2)),
         ),
+        # one candidate per method, one seed: the protocol's code path
+        lr_grid=(1e-3,),
+        alpha_grid=((2.0, 11.0, 0.1),),
+        seeds=1,
         icbm_nets=(NetSpec("resnet18", (("width", 2),), 2),),
         n_concepts=8,
-        **common,
+        # 4 rows x 3 methods x (a tuning fit + a refit): fewer, smaller batches
+        **{**common, "max_train": 150, "max_test": 60, "batch_size": 32},
     )
 
 
@@ -94,7 +100,7 @@ def test_scales_name_the_papers_architectures():
     assert htaf.seeds == 5
     assert htaf.time_steps == 4
     assert papers.configs("signcode", "small").recipes  # the papers' recipes
-    assert not papers.configs("htaf", "small").recipes  # Adam: one epoch each
+    assert not papers.configs("htaf", "small").recipes  # Adam, lr tuned per method
     assert papers.configs("htaf", "paper").recipes
     for table in ("signcode", "htaf"):
         assert not papers.configs(table, "quick").recipes
@@ -140,6 +146,26 @@ def test_recipes_become_estimator_parameters(dataset, augment):
     assert on_cuda["mixed_precision"]
     assert on_cuda["channels_last"]
     assert "channels_last" not in recipe_params(recipe_of(cfg, "resnet18"), 5, "cpu")
+
+
+def test_htaf_small_scale_keeps_the_protocol_within_two_hours():
+    """Check --scale small for htaf: its rows (ResNet-18 and Bi-Real among
+    them) on MNIST padded to 32x32, 3 seeds, 3 epochs of the cosine schedule,
+    and the smaller grid that keeps the tuning fits affordable."""
+    small = papers.configs("htaf", "small")
+    assert small.dataset == "mnist"
+    assert [(m[0], m[1].architecture) for m in small.models] == [
+        ("SNN", "sew_resnet"),
+        ("BNN", "bireal"),
+        ("DHN", "wrn"),
+        ("Step ResNet-18", "resnet18"),
+    ]
+    assert small.seeds >= 3
+    assert 3 <= small.epochs <= 5
+    assert small.lr_schedule == "cosine"
+    assert small.max_train == 6000
+    assert small.lr_grid == (1e-3, 3e-3)
+    assert small.alpha_grid == ((2.0, 11.0, 0.1), (2.0, 11.0, None))
 
 
 def test_recipes_text_names_a_shared_recipe_once():
@@ -216,7 +242,9 @@ def test_small_scale_code_path(tmp_path, table):
         assert all(r[1] != "n/a" for r in resnet_gate)
     else:
         first, _, icbm = tables
-        assert [r[0] for r in first[1:]] == ["SNN", "BNN", "DHN"]
+        assert [r[0] for r in first[1:]] == ["SNN", "BNN", "DHN", "Step ResNet-18"]
+        assert first[4][first[0].index("Paper C10 HTAF / STE / SS")] == "-"
+        assert first[1][first[0].index("STE: chosen")] == "lr 1e-3"
         assert "SEW-ResNet" in first[1][1]
         assert "T=2" in first[1][1]
         assert icbm[1][0].startswith("ResNet-18 (width=2)")

