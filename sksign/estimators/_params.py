@@ -173,11 +173,16 @@ DOCS: dict = {
             "cosine" decays the rate from ``lr`` towards 0 over ``max_epochs``
             (stepped per epoch; :class:`~sksign.estimators.CosineSchedule`,
             callback "lr_schedule"); "constant" keeps it. "auto" is "cosine"
-            for nets with a step-like activation (found on the built module,
-            so a user's module counts too) and "constant" otherwise, and
+            for the deep image step nets ("resnet18", "wrn", "sew_resnet",
+            "bireal", "vit" with "htaf", "ste" or "scaled_sigmoid", and
+            "cnn" with "htaf") and "constant" for every other net (the MLP
+            family, plain activations, a module class of your own), and
             leaves the rate to ``callbacks`` when they hold a skorch
-            ``LRScheduler``. Step nets trained at a constant rate trail their
-            cosine-trained twins by 5-30 points with the exact step (the user
+            ``LRScheduler``. The table is
+            ``sksign.estimators._step_recipe.STEP_RECIPES``, measured with
+            ``benchmarks/bench_step_recipes.py``: a ResNet-18 with HTAF
+            trained at a constant rate ends 26 points lower with the exact
+            step; the MLP family does best at a constant rate (the user
             guide's "Choosing a step activation and a recipe").
         max_epochs : int, default=20
             Number of epochs.
@@ -286,11 +291,13 @@ default="mlp"
             with ``alpha0_start`` (a smoother activation whose gradient reaches
             more units), then ``alpha0`` rises geometrically to ``alpha0`` over
             ``anneal_epochs`` epochs (:class:`~sksign.estimators.AlphaAnnealing`).
-            "auto" starts at 0.1 (when ``alpha0`` is larger); None trains at
-            ``alpha0`` throughout. Only "htaf" activations are annealed. Why:
-            HTAF(2, 11) passes gradient only where ``|x| < 0.25`` or so, 13-20%
-            of the BatchNorm-ed pre-activations of a deep net at the start,
-            against 62-87% inside STE's ``|x| <= 1``.
+            "auto" starts at 0.1 for the nets whose ``lr_schedule="auto"``
+            is "cosine" (when ``alpha0`` is larger) and does not anneal the
+            others; None trains at ``alpha0`` throughout. Only "htaf"
+            activations are annealed. Why: HTAF(2, 11) passes gradient only
+            where ``|x| < 0.25`` or so, 13-20% of the BatchNorm-ed
+            pre-activations of a deep net at the start, against 62-87% inside
+            STE's ``|x| <= 1``.
         anneal_epochs : int or "auto", default="auto"
             Length of the ``alpha0`` schedule in epochs ("auto": all of
             ``max_epochs``; shortened to ``max_epochs`` when that is smaller,

@@ -12,7 +12,12 @@ from torch.optim.lr_scheduler import CosineAnnealingLR, StepLR
 
 from sksign._compat import InvalidParameterError
 from sksign.estimators import CosineSchedule, HTAFNetClassifier, HTAFNetRegressor
-from sksign.estimators._step_recipe import AUTO_ALPHA0_START, STEP_RECIPES, auto_recipe
+from sksign.estimators._step_recipe import (
+    AUTO_ALPHA0_START,
+    STEP_RECIPES,
+    Recipe,
+    auto_recipe,
+)
 from sksign.nn import HTAF
 
 
@@ -101,21 +106,24 @@ def _image_net(arch="resnet18", **params):
 
 
 _SMALL = {
+    "cnn": None,
     "wrn": {"depth": 10, "widen_factor": 1},
     "vit": {"dim": 8, "depth": 1, "heads": 2, "mlp_dim": 8, "patch": 4},
 }
 
 
-@pytest.mark.parametrize("arch", sorted(STEP_RECIPES))
+@pytest.mark.parametrize(
+    "arch", sorted({k if isinstance(k, str) else k[0] for k in STEP_RECIPES})
+)
 @pytest.mark.parametrize("activation", ["htaf", "ste", "scaled_sigmoid"])
-def test_auto_is_the_deep_step_recipe(arch, activation):
-    """Check "auto" gives the deep step nets their table's recipe."""
+def test_auto_is_the_step_recipe_of_its_table(arch, activation):
+    """Check "auto" gives each step net its table's recipe."""
     params = _SMALL.get(arch, {"width": 4})
     net = HTAFNetClassifier(
         architecture=arch, architecture_params=params, input_shape=(1, 8, 8),
         activation=activation, max_epochs=12,
     ).initialize_for(64, classes=[0, 1])  # fmt: skip
-    recipe = STEP_RECIPES[arch]
+    recipe = STEP_RECIPES.get((arch, activation), STEP_RECIPES.get(arch, Recipe()))
     callbacks = dict(net.callbacks_)
     assert net.lr_ == recipe.lr
     assert ("lr_schedule" in callbacks) == (recipe.lr_schedule == "cosine")
