@@ -87,6 +87,8 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
     With ``algorithm="faiss"`` and ``approximate=False`` the results are the same
     as with the popcount kernel, including the tie order.
 
+    {code_checks}
+
     `predict` and `predict_proba` also accept an iterator of arrays (a generator
     of row batches, say) and then return a generator of per-batch results, so
     that memory stays that of one batch however many there are; a
@@ -115,8 +117,9 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # Continuous features are reduced to one bit each (x > 0), which loses
-        # most of the information of the common checks' Gaussian blobs.
+        # Continuous features are no codes (fit refuses them); read as one bit
+        # each (x > 0), the common checks' Gaussian blobs lose most of their
+        # information.
         tags.classifier_tags.poor_score = True
         return tags
 
@@ -128,8 +131,9 @@ class SignKNNClassifier(ClassifierMixin, SignKNNBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Codes: 0/1, +-1 or bool values (bit = x > 0), or, with
-            ``packed=True``, uint8 rows of packed bits.
+            Codes: 0/1, -1/+1 or bool values (bit = x > 0; any other value
+            raises a ValueError), or, with ``packed=True``, uint8 rows of
+            ``ceil(n_bits / 8)`` bytes of packed bits with zero padding.
 
         y : array-like of shape (n_samples,)
             Class labels.

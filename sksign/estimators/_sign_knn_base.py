@@ -40,6 +40,7 @@ from sksign.kernels import (
     as_bits,
     auto_batch_size,
     check_n_bits,
+    check_packed,
     effective_n_threads,
     packed_to_words,
     words_hamming_distances,
@@ -54,20 +55,37 @@ __all__ = ["SIGN_KNN_DOCS", "SignKNNBase"]
 SIGN_KNN_DOCS = {
     "search_params": """\
 packed : bool, default=False
-    If False, `X` holds one value per bit (0/1, +-1 or bool; the bit is
-    ``x > 0``). If True, `X` holds packed codes of dtype uint8, 8 bits per
-    byte, most significant bit first (see
-    :func:`sksign.kernels.pack_bits`).
+    If False, `X` holds one value per bit: bool, 0/1 or -1/+1, of any numeric
+    dtype (floats exactly 0.0/1.0 or -1.0/1.0 included); the bit is
+    ``x > 0``, so 0 and -1 both give 0. Any other value (2, 0.5, NaN, the
+    bytes of packed codes), or values mixing 0 and -1, raise a ValueError
+    that names them. If True, `X` holds packed codes of dtype uint8, 8 bits
+    per byte, most significant bit first (see
+    :func:`sksign.kernels.pack_bits` and
+    ``SignCodeTransformer(output="packed")``); give their length as `n_bits`.
 
 n_bits : int, default=None
-    With ``packed=True``, the number of bits per row (padding bits past it
-    are ignored); None means ``8 * n_bytes``. With ``packed=False`` it must be
-    None or the number of features.
+    With ``packed=True``, the number of bits per row: rows must have
+    ``ceil(n_bits / 8)`` bytes and the padding bits past `n_bits` in the last
+    byte must be zero (as :func:`sksign.kernels.pack_bits` leaves them),
+    else a ValueError. None means ``8 * n_bytes``. With ``packed=False`` it
+    must be None or the number of features.
 
 algorithm : {"auto", "popcount", "faiss"}, default="auto"
     Search backend. "popcount" is the built-in numba kernel, "faiss" a faiss
     binary index (``IndexBinaryFlat``, which gives the same neighbours in the
     same order). "auto" is "popcount", or "faiss" when `approximate` is True.
+""",
+    "code_checks": """\
+Every method that takes `X` checks its codes as it reads them, batch by
+batch (on the Dask workers for a Dask array). With ``packed=False`` only
+0/1, -1/+1 or bool values are read, so that packed bytes are never taken for
+bits ``x > 0``: another value raises a ValueError naming a few of the values
+found and, for a uint8 array with values above 1, saying that it looks like
+packed codes, which need ``packed=True, n_bits=...``. The four encodings of
+the same bits give identical results. With ``packed=True`` the byte width
+of the rows and their zero padding bits are checked against `n_bits`. A
+refused call leaves a fitted estimator as it was.
 """,
     "fitted_attributes": """\
 n_features_in_ : int
@@ -135,7 +153,12 @@ class SignKNNBase(BaseEstimator):
         reject_batch_iterator(X, f"{type(self).__name__}.{method}", self._streaming)
 
     def _validate_X(self, X, reset):
-        """Validated `X` (no float copy of integer or bool input)."""
+        """Validated `X` (no float copy of integer or bool input).
+
+        Its values are checked batch by batch by :meth:`_encode`.
+        """
+        if self.packed and not reset:
+            self._check_packed_width(X)
         return validate_data(
             self,
             X,
@@ -143,16 +166,42 @@ class SignKNNBase(BaseEstimator):
             dtype=None if self.packed else "numeric",
         )
 
+    def _check_packed_width(self, X):
+        """With packed=True, refuse query rows not of the fitted byte width.
+
+        The message of scikit-learn's feature count check, with the bytes the
+        fitted `n_bits_` take; array-likes without a shape are left to it.
+        """
+        shape = getattr(X, "shape", None)
+        if shape is None or len(shape) != 2 or shape[1] == self.n_features_in_:
+            return
+        raise ValueError(
+            f"X has {shape[1]} features, but {type(self).__name__} is expecting "
+            f"{self.n_features_in_} features as input: with packed=True, codes of "
+            f"n_bits_={self.n_bits_} bits are packed in ceil({self.n_bits_} / 8) = "
+            f"{self.n_features_in_} bytes per row."
+        )
+
     def _encode(self, X, n_bits):
-        """uint64 words of the rows of a validated `X` (a batch)."""
+        """uint64 words of the rows of a validated `X` (a batch).
+
+        Every path that reads codes (fit, each query method, the Dask blocks)
+        comes here, so this is where their values are checked: with
+        ``packed=False`` one bit per value (0/1, -1/+1 or bool, see
+        :func:`~sksign.kernels.as_bits` with ``strict=True``), with
+        ``packed=True`` uint8 rows of ``ceil(n_bits / 8)`` bytes with zero
+        padding bits (:func:`~sksign.kernels.check_packed`).
+        """
         if self.packed:
             if X.dtype != np.uint8:
                 raise TypeError(
                     "With packed=True, X must hold bit-packed codes of dtype uint8 "
                     f"(see sksign.metrics.pairwise.pack_bits); got dtype {X.dtype}."
                 )
+            check_packed(X, "X", n_bits=n_bits)
             return packed_to_words(X, n_bits)
-        return packed_to_words(np.packbits(as_bits(X, "X"), axis=1), n_bits)
+        bits = as_bits(X, "X", strict=True)
+        return packed_to_words(np.packbits(bits, axis=1), n_bits)
 
     def _encode_all(self, X, n_bits):
         """Words of all rows of `X`, converted batch by batch."""

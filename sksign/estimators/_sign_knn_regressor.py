@@ -85,6 +85,8 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
     Targets are stored, and predictions returned, as float64; a 1-D `y` gives
     1-D predictions and a 2-D `y` (several outputs, or one column) 2-D ones.
 
+    {code_checks}
+
     `predict` also accepts an iterator of arrays (a generator of row batches,
     say) and then returns a generator of per-batch predictions, so that memory
     stays that of one batch however many there are.
@@ -118,8 +120,8 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        # Continuous features are reduced to one bit each (x > 0), which loses
-        # most of the information of the common checks' data.
+        # Continuous features are no codes (fit refuses them); read as one bit
+        # each (x > 0), the common checks' data lose most of their information.
         tags.regressor_tags.poor_score = True
         return tags
 
@@ -130,8 +132,9 @@ class SignKNNRegressor(RegressorMixin, SignKNNBase):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Codes: 0/1, +-1 or bool values (bit = x > 0), or, with
-            ``packed=True``, uint8 rows of packed bits.
+            Codes: 0/1, -1/+1 or bool values (bit = x > 0; any other value
+            raises a ValueError), or, with ``packed=True``, uint8 rows of
+            ``ceil(n_bits / 8)`` bytes of packed bits with zero padding.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Numeric targets, finite.

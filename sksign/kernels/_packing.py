@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def as_bits(x, input_name="bits"):
+def as_bits(x, input_name="bits", *, strict=False):
     """Boolean array ``x > 0`` of an array of 0/1, +-1 or bool values.
 
     The one rule by which sksign turns values into bits: -1 and 0 give 0, +1
@@ -41,6 +41,14 @@ def as_bits(x, input_name="bits"):
 
     input_name : str, default="bits"
         Name of `x` in error messages.
+
+    strict : bool, default=False
+        If True, `x` must hold one bit per value: bool, or 0/1, or -1/+1 (of
+        any numeric dtype, floats included: 0.0/1.0 and -1.0/1.0 are fine).
+        Any other value (2, 0.5, the bytes of packed codes) raises a
+        ValueError naming a few of the values found, and so does a mix of 0
+        and -1, which would read as the same bit. The check costs a few
+        vectorised passes over `x` (none for bool).
 
     Returns
     -------
@@ -56,6 +64,8 @@ def as_bits(x, input_name="bits"):
     >>> from sksign.kernels import as_bits
     >>> as_bits([[1, -1, 0, 1]])
     array([[ True, False, False,  True]])
+    >>> as_bits([[1, -1, -1, 1]], strict=True)
+    array([[ True, False, False,  True]])
     """
     x = np.asarray(x)
     if x.dtype.kind in "fc" and np.isnan(x).any():
@@ -70,7 +80,67 @@ def as_bits(x, input_name="bits"):
         raise TypeError(
             f"{input_name} must hold 0/1, +-1 or bool values; got dtype {x.dtype}."
         )
-    return x > 0
+    bits = x > 0
+    if strict and x.dtype.kind != "b" and x.size:
+        _check_bit_values(x, bits, input_name)
+    return bits
+
+
+#: Values named in the error for an array that is not one bit per value.
+_N_SHOWN = 5
+
+
+def _check_bit_values(x, bits, input_name):
+    """Raise unless finite numeric `x` holds only 0/1 or only -1/+1 values.
+
+    `bits` is ``x > 0``. Two reductions bound the values; in those bounds
+    0/1 integers need nothing more, -1/+1 integers a count of the nonzero
+    values, and floats a comparison with 1 (and -1), so that a fraction
+    (0.5) is caught. The error path alone looks for the values to name.
+    """
+    lo, hi = x.min(), x.max()
+    if lo >= 0 and hi <= 1:  # 0/1: every positive value must be 1
+        ok = x.dtype.kind in "iu" or (
+            np.count_nonzero(x == 1) == np.count_nonzero(bits)
+        )
+    elif lo == -1 and hi <= 1:  # -1/+1: no 0, and no fraction
+        if x.dtype.kind == "i":
+            ok = np.count_nonzero(x) == x.size
+        else:
+            n_pos = np.count_nonzero(bits)
+            ok = (
+                np.count_nonzero(x == 1) == n_pos
+                and np.count_nonzero(x == -1) == x.size - n_pos
+            )
+    else:
+        ok = False
+    if ok:
+        return
+    odd = x[(x != 0) & (x != 1) & (x != -1)]
+    if odd.size == 0:  # only -1, 0 (and 1): two encodings at once
+        raise ValueError(
+            f"{input_name} mixes the values 0 and -1 (found "
+            f"{np.unique(x).tolist()}): a code holds 0/1 values or -1/+1 values, "
+            "not both, since 0 and -1 would read as the same bit; map it to one "
+            "of them (for signs with zeros, decide which bit a 0 is)."
+        )
+    shown = np.unique(odd[: 1 << 16])
+    more = ", ..." if shown.size > _N_SHOWN or odd.size > (1 << 16) else ""
+    values = ", ".join(map(str, shown[:_N_SHOWN].tolist()))
+    message = (
+        f"{input_name} must hold one value per bit (0/1, -1/+1 or bool); found "
+        f"other values: [{values}{more}]."
+    )
+    if x.dtype == np.uint8 and hi > 1:
+        message += (
+            f" {input_name} is uint8 with values up to {int(hi)}: it looks like "
+            'packed bytes from SignCodeTransformer(output="packed") or pack_bits.'
+        )
+    message += (
+        " Codes packed 8 bits per byte need packed=True, n_bits=<bits per code> "
+        "(the transformer's n_bits_); they are never read as one bit per byte."
+    )
+    raise ValueError(message)
 
 
 @validate_params(
@@ -111,7 +181,7 @@ def pack_bits(bits, axis=-1):
     return np.packbits(as_bits(bits), axis=axis)
 
 
-def check_packed(X, input_name="X"):
+def check_packed(X, input_name="X", *, n_bits=None):
     """Validate a 2-D array of packed codes of dtype uint8.
 
     Parameters
@@ -122,6 +192,13 @@ def check_packed(X, input_name="X"):
 
     input_name : str, default="X"
         Name of `X` in error messages.
+
+    n_bits : int, default=None
+        If given, the bits per row: the rows must have ``ceil(n_bits / 8)``
+        bytes, and the padding bits past `n_bits` in the last byte must be
+        zero (as :func:`pack_bits` leaves them); else a ValueError naming
+        `n_bits`, the expected byte count and the first offending rows. None
+        checks neither.
 
     Returns
     -------
@@ -134,6 +211,8 @@ def check_packed(X, input_name="X"):
     >>> from sksign.kernels import check_packed
     >>> check_packed(np.array([[176, 128]], dtype=np.uint8))
     array([[176, 128]], dtype=uint8)
+    >>> check_packed(np.array([[176, 128]], dtype=np.uint8), n_bits=9)
+    array([[176, 128]], dtype=uint8)
     """
     X = check_array(X, dtype=None, input_name=input_name, ensure_all_finite=False)
     if X.dtype != np.uint8:
@@ -141,7 +220,33 @@ def check_packed(X, input_name="X"):
             f"{input_name} must be bit-packed codes of dtype uint8 (see pack_bits); "
             f"got dtype {X.dtype}."
         )
+    if n_bits is not None:
+        check_n_bits(n_bits, X.shape[1])
+        _check_padding(X, int(n_bits), input_name)
     return X
+
+
+def _check_padding(X, n_bits, input_name):
+    """Raise unless the bits past `n_bits` in the last byte of each row are 0.
+
+    One pass over the last column of `X` (packed rows of ``ceil(n_bits / 8)``
+    bytes).
+    """
+    if n_bits % 8 == 0:
+        return
+    mask = np.uint8(0xFF >> (n_bits % 8))
+    (rows,) = np.nonzero(X[:, -1] & mask)
+    if rows.size:
+        n_bytes = X.shape[1]
+        raise ValueError(
+            f"{input_name} has nonzero padding bits: with n_bits={n_bits}, a row "
+            f"holds ceil({n_bits} / 8) = {n_bytes} bytes whose last "
+            f"{8 - n_bits % 8} bit(s) (mask 0x{int(mask):02X} of the last byte) "
+            f"must be zero, as pack_bits leaves them; rows "
+            f"{rows[:_N_SHOWN].tolist()}{', ...' if rows.size > _N_SHOWN else ''} "
+            "break this. These are not codes of n_bits bits: check n_bits (or "
+            "the packing)."
+        )
 
 
 def check_n_bits(n_bits, n_bytes):
@@ -151,7 +256,8 @@ def check_n_bits(n_bits, n_bytes):
     ----------
     n_bits : int or None
         Bits per row; None means ``8 * n_bytes``. Must satisfy
-        ``8 * (n_bytes - 1) < n_bits <= 8 * n_bytes`` (else a ValueError).
+        ``8 * (n_bytes - 1) < n_bits <= 8 * n_bytes``, that is
+        ``n_bytes == ceil(n_bits / 8)`` (else a ValueError).
 
     n_bytes : int
         Bytes per packed row.
@@ -172,7 +278,9 @@ def check_n_bits(n_bits, n_bytes):
     if not 8 * (n_bytes - 1) < n_bits <= 8 * n_bytes:
         raise ValueError(
             f"n_bits={n_bits} does not fit packed rows of {n_bytes} bytes: "
-            f"expected {8 * (n_bytes - 1) + 1} <= n_bits <= {8 * n_bytes}."
+            f"codes of n_bits={n_bits} bits are packed in ceil({n_bits} / 8) = "
+            f"{-(-n_bits // 8)} bytes per row, and rows of {n_bytes} bytes hold "
+            f"{8 * (n_bytes - 1) + 1} <= n_bits <= {8 * n_bytes}."
         )
     return int(n_bits)
 

@@ -41,6 +41,39 @@ def test_as_bits_is_x_greater_than_zero():
         as_bits([["a"]])
 
 
+def test_as_bits_strict_takes_only_one_bit_per_value():
+    """Check strict as_bits: 0/1, -1/+1 and bool pass (-1 gives 0); other
+    values, and 0 mixed with -1, raise naming them."""
+    bits = np.array([[0, 1, 1, 0]], dtype=np.uint8)
+    for x in (bits, bits.astype(bool), 2 * bits.astype(np.int8) - 1, bits * 1.0):
+        np.testing.assert_array_equal(as_bits(x, strict=True), bits == 1)
+    assert not as_bits(-np.ones((2, 3)), strict=True).any()
+    with pytest.raises(ValueError, match=r"other values: \[0\.5\]"):
+        as_bits([[0.5, 1.0]], "X", strict=True)
+    with pytest.raises(ValueError, match=r"\[2, 3\].*looks like packed bytes"):
+        as_bits(np.array([[2, 3, 1]], dtype=np.uint8), "X", strict=True)
+    with pytest.raises(ValueError, match=r"\[2, 3, 4, 5, 6, \.\.\.\]"):
+        as_bits(np.arange(10)[None], strict=True)
+    with pytest.raises(ValueError, match=r"mixes the values 0 and -1"):
+        as_bits([[-1, 0, 1]], strict=True)
+    # the default stays x > 0 for any value
+    np.testing.assert_array_equal(as_bits([[0.5, 2, -3]]), [[True, True, False]])
+
+
+def test_check_packed_with_n_bits_checks_width_and_padding():
+    """Check check_packed(n_bits=...) refuses a wrong byte count and set
+    padding bits, naming n_bits and the bytes."""
+    packed = pack_bits(np.ones((3, 9), dtype=np.uint8))
+    assert check_packed(packed, n_bits=9) is packed
+    with pytest.raises(ValueError, match=r"ceil\(17 / 8\) = 3 bytes"):
+        check_packed(packed, n_bits=17)
+    packed[1, 1] |= 1
+    with pytest.raises(ValueError, match=r"n_bits=9.*2 bytes.*rows \[1\]"):
+        check_packed(packed, "codes", n_bits=9)
+    assert check_packed(packed, n_bits=16) is packed
+    assert check_packed(packed) is packed
+
+
 def test_packed_to_words_clears_padding():
     """Check that padding bits past n_bits are zero in the words."""
     packed = np.full((3, 2), 0xFF, dtype=np.uint8)
