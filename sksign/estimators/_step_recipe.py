@@ -105,8 +105,8 @@ class CosineSchedule(Callback):
     >>> import numpy as np
     >>> from sksign.estimators import HTAFNetClassifier
     >>> X, y = np.random.RandomState(0).rand(20, 3), [0, 1] * 10
-    >>> net = HTAFNetClassifier((4,), max_epochs=4, lr=0.01, random_state=0)
-    >>> net = net.fit(X, y)
+    >>> net = HTAFNetClassifier((4,), max_epochs=4, lr=0.01, lr_schedule="cosine",
+    ...                         random_state=0).fit(X, y)
     >>> [round(v, 5) for v in net.history_[:, "lr"]]
     [0.01, 0.00854, 0.005, 0.00146]
     """

@@ -6,6 +6,7 @@ the BatchNorm statistics of the exact step."""
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from contextlib import nullcontext
 
@@ -175,11 +176,12 @@ class StepTrainingMixin(BatchNormRecalibrationMixin):
         if self.module is not None or not isinstance(self.architecture, str):
             return  # a user's module: the parameters may reach it
         act = self.activation
+        defaults = inspect.signature(type(self)).parameters
         changed = [
             name
-            for name, default in (("alpha0", 2.0), ("alpha1", 11.0))
+            for name in ("alpha0", "alpha1")
             if act not in ("htaf", "scaled_sigmoid")
-            and float(getattr(self, name)) != default
+            and getattr(self, name) != defaults[name].default
         ]
         start = self.alpha0_start
         if act != "htaf" and start not in ("auto", None):
@@ -233,7 +235,8 @@ class StepTrainingMixin(BatchNormRecalibrationMixin):
         super().set_params(**params)
         if lr is _UNSET:
             return self
-        if lr == "auto" and self.initialized_ and hasattr(self, "optimizer_"):
+        auto = isinstance(lr, str) and lr == "auto"
+        if auto and self.initialized_ and hasattr(self, "optimizer_"):
             # skorch's setter writes the value into the optimizer's groups
             super().set_params(lr=self._recipe().lr)
             self.lr_ = self.optimizer_.param_groups[0]["lr"]

@@ -106,6 +106,9 @@ def test_cnn_on_images_and_flat_rows(digits):
         "architecture": "cnn",
         "hidden_layer_sizes": (32,),
         "max_epochs": 6,
+        # the recipe for short fits: "auto" anneals alpha0 over the 6 epochs
+        "lr_schedule": "constant",
+        "alpha0_start": None,
         "random_state": 0,
     }
     a = HTAFNetClassifier(**common).fit(images, y_train)
