@@ -10,7 +10,7 @@ import torch
 from sklearn.base import is_classifier
 from skorch.callbacks import Callback
 
-from sksign.nn import HTAF, StepActivation, force_step_mode, forward_hooks
+from sksign.nn import HTAF, IFNeuron, StepActivation, force_step_mode, forward_hooks
 
 __all__ = ["AlphaAnnealing", "RelaxationGap"]
 
@@ -233,5 +233,7 @@ class AlphaAnnealing(Callback):
         epoch = len(net.history) - 1
         alpha0 = self.alpha0_at(epoch, float(net.alpha0), net.max_epochs)
         for module in net.module_.modules():
-            if isinstance(module, HTAF):
+            # an IF neuron's spike function sits outside the module tree
+            spiking = isinstance(module, IFNeuron) and module.activation == "htaf"
+            if isinstance(module, HTAF) or spiking:
                 module.alpha0 = alpha0

@@ -37,6 +37,7 @@ from sksign.nn._validation import (
     check_time_steps,
 )
 from sksign.nn.activations import (
+    HTAF,
     STEP_ACTIVATIONS,
     StepActivation,
     heaviside,
@@ -108,7 +109,6 @@ class IFNeuron(StepActivation):
         reset = check_option("reset", reset, _RESETS, "IFNeuron")
         threshold = check_positive("threshold", threshold, "IFNeuron")
         self.activation = activation
-        self.alpha0, self.alpha1 = float(alpha0), float(alpha1)
         self.threshold = threshold
         self.reset = reset
         self.detach_reset = bool(detach_reset)
@@ -116,6 +116,31 @@ class IFNeuron(StepActivation):
         # parameters), so that tools counting StepActivation modules see one
         # activation per spiking layer, this one.
         self.__dict__["_fn"] = make_activation(activation, alpha0, alpha1)
+        self.__dict__["_alphas"] = [float(alpha0), float(alpha1)]
+
+    @property
+    def spike_function(self) -> nn.Module:
+        """The step activation applied to ``v - threshold`` (outside the
+        module tree: HTAF, STE or the scaled sigmoid)."""
+        return self._fn
+
+    # alpha0 and alpha1 are the spike function's own when it is an HTAF, so
+    # that setting them (alpha0 annealing) reaches the function that fires
+    @property
+    def alpha0(self) -> float:
+        """HTAF's inner scale (the spike function's, for "htaf")."""
+        return self._fn.alpha0 if isinstance(self._fn, HTAF) else self._alphas[0]
+
+    @alpha0.setter
+    def alpha0(self, value: float) -> None:
+        self._alphas[0] = float(value)
+        if isinstance(self._fn, HTAF):
+            self._fn.alpha0 = float(value)
+
+    @property
+    def alpha1(self) -> float:
+        """HTAF's outer scale (the spike function's, for "htaf")."""
+        return self._fn.alpha1 if isinstance(self._fn, HTAF) else self._alphas[1]
 
     def smooth(self, x: torch.Tensor) -> torch.Tensor:
         return self._fn.smooth(x)

@@ -18,7 +18,7 @@ from sksign.estimators._step_recipe import (
     Recipe,
     auto_recipe,
 )
-from sksign.nn import HTAF
+from sksign.nn import HTAF, IFNeuron
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +273,31 @@ def test_regressor_keeps_its_measured_defaults(data):
     assert "lr_schedule" not in dict(reg.callbacks_)
     assert reg.lr_ == 1e-3
     assert isinstance(CosineSchedule().factor(0, 3), float)
+
+
+@pytest.mark.parametrize(
+    ("arch", "params"),
+    [("snn", {}), ("sew_resnet", {"width": 4, "blocks": (1, 1, 1, 1)})],
+)
+def test_annealing_reaches_the_spike_functions(arch, params):
+    """Check alpha0 annealing sets the HTAF that fires in every IF neuron (it
+    sits outside the module tree) and changes the training."""
+    rng = np.random.default_rng(0)
+    X = rng.random((24, 1, 8, 8)).astype(np.float32)
+    y = np.arange(24) % 2
+    if arch == "snn":
+        X = X.reshape(24, -1)
+    kw = {"architecture": arch, "architecture_params": params, "max_epochs": 3}
+    record = []
+
+    class Spy(Callback):
+        def on_epoch_begin(self, net, **kwargs):
+            neurons = [m for m in net.module_.modules() if isinstance(m, IFNeuron)]
+            record.append({round(n.spike_function.alpha0, 9) for n in neurons})
+
+    annealed = HTAFNetClassifier(
+        alpha0_start=0.1, random_state=0, callbacks=[("spy", Spy())], **kw
+    ).fit(X, y)
+    assert record == [{0.1}, {round(0.1 * 20**0.5, 9)}, {2.0}]
+    fixed = HTAFNetClassifier(alpha0_start=None, random_state=0, **kw).fit(X, y)
+    assert annealed.history_[0, "train_loss"] != fixed.history_[0, "train_loss"]
