@@ -165,10 +165,11 @@ DOCS: dict = {
             skorch's optimizer (Adam trains well where skorch's SGD default
             does not).
         lr : float or "auto", default="auto"
-            Learning rate. "auto" picks it by architecture when the optimizer
-            is built (stored as ``lr_``): 3e-3 for "bireal" with a step-like
-            activation, 1e-3 for every other net (the rates that trained best
-            on the padded digits, ``benchmarks/bench_step_recipes.py``).
+            Learning rate. "auto" picks it by architecture and activation when
+            the optimizer is built (stored as ``lr_``): 3e-3 for the step nets
+            "sew_resnet" and "bireal", for "resnet18" with "ste" and for "wrn"
+            with "ste" or "scaled_sigmoid"; 1e-3 for every other net (the
+            rates that trained best on the padded digits).
         lr_schedule : {"auto", "constant", "cosine"}, default="auto"
             "cosine" decays the rate from ``lr`` towards 0 over ``max_epochs``
             (stepped per epoch; :class:`~sksign.estimators.CosineSchedule`,
