@@ -190,6 +190,21 @@ class RowResult(NamedTuple):
         return self.grid[self.best]
 
 
+def _scored_fit(cfg, model, activation, cand, seed, device, fit, held, run, cell):
+    """One cell: `cand` fitted with `seed` on ``fit = (X, y)`` and scored on
+    ``held = (X, y)``; a resumable cell of `run` (with its checkpoints) when
+    given."""
+
+    def score():
+        checkpoint = run.checkpoint_dir(cell) if run is not None else None
+        net = protocol_net(
+            cfg, model, activation, cand, seed, device, checkpoint_dir=checkpoint
+        )
+        return evaluate(net.fit(*fit), *held)
+
+    return run.cell(cell, score) if run is not None else score()
+
+
 def tune(cfg, model, activation, X_train, y_train, device, run=None, bar=None):
     """Fit every candidate on the fit part of the training set and score it
     on the validation part; return ``(grid, validation scores, best)``.
@@ -200,24 +215,14 @@ def tune(cfg, model, activation, X_train, y_train, device, run=None, bar=None):
     fit_idx, val_idx = validation_split(cfg, y_train)
     X = inputs_for(model.architecture, X_train)
     grid = candidates(cfg, activation)
+    fit, held = (X[fit_idx], y_train[fit_idx]), (X[val_idx], y_train[val_idx])
     scores = []
     for cand in grid:
         cell = f"{model.key}-{activation}-tune-{cand.key(activation)}"
-
-        def score(cand=cand, cell=cell):
-            net = protocol_net(
-                cfg,
-                model,
-                activation,
-                cand,
-                cfg.tune_seed,
-                device,
-                checkpoint_dir=run.checkpoint_dir(cell) if run else None,
-            )
-            net.fit(X[fit_idx], y_train[fit_idx])
-            return evaluate(net, X[val_idx], y_train[val_idx])
-
-        scores.append(run.cell(cell, score) if run is not None else score())
+        scores.append(
+            _scored_fit(cfg, model, activation, cand, cfg.tune_seed, device, fit, held,
+                        run, cell)
+        )  # fmt: skip
         if bar is not None:
             bar.update(1)
     return grid, scores, first_best(scores)
@@ -238,23 +243,14 @@ def fit_row(cfg, data, model, activation, device, run=None, bar=None):
     chosen = grid[best]
     X_fit = inputs_for(model.architecture, X_train)
     X_eval = inputs_for(model.architecture, X_test)
+    fit, held = (X_fit, y_train), (X_eval, y_test)
     test_scores = []
     for seed in range(cfg.seeds):
         cell = f"{model.key}-{activation}-{chosen.key(activation)}-s{seed}"
-
-        def score(seed=seed, cell=cell):
-            net = protocol_net(
-                cfg,
-                model,
-                activation,
-                chosen,
-                seed,
-                device,
-                checkpoint_dir=run.checkpoint_dir(cell) if run else None,
-            )
-            return evaluate(net.fit(X_fit, y_train), X_eval, y_test)
-
-        test_scores.append(run.cell(cell, score) if run is not None else score())
+        test_scores.append(
+            _scored_fit(cfg, model, activation, chosen, seed, device, fit, held,
+                        run, cell)
+        )  # fmt: skip
         if bar is not None:
             bar.update(1)
     return RowResult(grid, val_scores, best, test_scores)

@@ -120,15 +120,19 @@ class CosineSchedule(Callback):
     """
 
     def factor(self, epoch: int, max_epochs: int) -> float:
-        """The multiplier of the rate in 0-based `epoch`.
+        """The multiplier of the rate in 0-based `epoch` (epochs past the
+        schedule keep its last epoch's).
 
         Examples
         --------
         >>> CosineSchedule().factor(0, 10), CosineSchedule().factor(5, 10)
         (1.0, 0.5)
+        >>> CosineSchedule().factor(12, 10) == CosineSchedule().factor(9, 10)
+        True
         """
-        t = min(int(epoch), int(max_epochs)) / max(int(max_epochs), 1)
-        return float(0.5 * (1.0 + math.cos(math.pi * min(t, 1.0))))
+        n = max(int(max_epochs), 1)
+        t = min(int(epoch), n - 1) / n
+        return float(0.5 * (1.0 + math.cos(math.pi * t)))
 
     def on_epoch_begin(self, net, **kwargs):
         """Set the rate of every parameter group for the epoch that starts.
@@ -140,9 +144,7 @@ class CosineSchedule(Callback):
         **kwargs : dict
             Ignored.
         """
-        epoch = len(net.history) - 1
-        # the last epoch trains at the rate of epoch max_epochs - 1
-        factor = self.factor(min(epoch, net.max_epochs - 1), net.max_epochs)
+        factor = self.factor(len(net.history) - 1, net.max_epochs)
         for group in net.optimizer_.param_groups:
             if group.get("sksign_set_lr") != group["lr"]:
                 # a new optimizer, or a rate set by the user since (set_params)
