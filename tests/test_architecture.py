@@ -116,3 +116,26 @@ def test_forward_hooks_are_attached_inside_sksign_nn_only():
     assert outside == {}
     inside = [p for p in (PACKAGE / "nn").rglob("*.py") if _hook_registrations(p)]
     assert len(inside) == 1, inside
+
+
+def _thread_pools(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name | ast.Attribute)
+        and getattr(node, "id", getattr(node, "attr", None))
+        in ("ThreadPoolExecutor", "ThreadPool", "register_at_fork")
+    ]
+
+
+def test_worker_threads_come_from_one_fork_safe_pool():
+    """Check that sksign/_threads.py is the one module that makes thread
+    pools (and clears them in a forked child): a pool cached elsewhere would
+    hang a forked child that waits on threads it does not have."""
+    found = {
+        str(p.relative_to(PACKAGE)): lines
+        for p in PACKAGE.rglob("*.py")
+        if (lines := _thread_pools(p))
+    }
+    assert list(found) == ["_threads.py"], found

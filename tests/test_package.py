@@ -37,3 +37,26 @@ def test_unknown_names_and_light_import():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert sksign.__version__
+
+
+def test_the_sign_knn_estimators_load_without_torch():
+    """Check a search service (the k-NN on codes, fit and predict) never
+    loads torch or skorch, and that the estimators' lazy names are complete."""
+    code = (
+        "import sys, numpy as np\n"
+        "from sksign import SignKNNClassifier, SignKNNRegressor\n"
+        "X = np.random.RandomState(0).randint(0, 2, (40, 70)).astype(np.uint8)\n"
+        "y = np.arange(40) % 3\n"
+        "SignKNNClassifier(n_neighbors=3).fit(X, y).predict(X)\n"
+        "SignKNNRegressor(n_neighbors=3).fit(X, y * 1.0).predict(X)\n"
+        "loaded = {'torch', 'skorch'} & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    from sksign import estimators
+
+    for name in estimators.__all__:
+        assert getattr(estimators, name).__name__ == name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        estimators.nope  # noqa: B018

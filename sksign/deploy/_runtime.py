@@ -14,11 +14,11 @@ only: no torch.
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
 import numpy as np
 
+from sksign._threads import run_in_threads
 from sksign.deploy._maps import (
     GATES,
     MAP_OPS,
@@ -233,29 +233,6 @@ def _density(words, width):
     return count_bits(words) / max(1, words.shape[0] * width)
 
 
-class _Pool:
-    """One thread pool per thread count, kept for the life of the process."""
-
-    pools: dict = {}  # noqa: RUF012 (a process-wide cache)
-
-    @classmethod
-    def map(cls, func, tasks, n_threads):
-        if n_threads <= 1 or len(tasks) <= 1:
-            for t in tasks:
-                func(*t)
-            return
-        pool = cls.pools.get(n_threads)
-        if pool is None:
-            pool = cls.pools[n_threads] = ThreadPoolExecutor(max_workers=n_threads - 1)
-        # the calling thread takes the first task instead of waiting idle
-        futures = [pool.submit(func, *t) for t in tasks[1:]]
-        try:
-            func(*tasks[0])
-        finally:  # no task may still write into the outputs after a raise
-            for f in futures:
-                f.result()
-
-
 def _split(n, parts):
     """``parts`` contiguous ranges covering ``range(n)`` (none empty)."""
     parts = max(1, min(parts, n))
@@ -272,7 +249,7 @@ def _run_rows_cols(kernel, n_rows, n_cols, n_threads, *args):
         tasks = [(*args, a, b, 0, n_cols) for a, b in _split(n_rows, n_threads)]
     else:
         tasks = [(*args, 0, n_rows, a, b) for a, b in _split(n_cols, n_threads)]
-    _Pool.map(kernel, tasks, n_threads)
+    run_in_threads(kernel, tasks, n_threads)
 
 
 def _run_rows(kernel, n_rows, n_threads, *args):
@@ -280,7 +257,7 @@ def _run_rows(kernel, n_rows, n_threads, *args):
         kernel(*args, 0, n_rows)
         return
     tasks = [(*args, a, b) for a, b in _split(n_rows, n_threads)]
-    _Pool.map(kernel, tasks, n_threads)
+    run_in_threads(kernel, tasks, n_threads)
 
 
 def _schema_error(message):
@@ -716,7 +693,7 @@ class PackedNet:
                     (x, q, scale, thr, w_rows, out, 0, rows, 64 * a, min(64 * b, n_out))
                     for a, b in _split(n_words, n_threads)
                 ]
-                _Pool.map(step_int16, tasks, n_threads)
+                run_in_threads(step_int16, tasks, n_threads)
             return out
         if dense is None:
             dense = np.empty((rows, width), dtype=np.float32)

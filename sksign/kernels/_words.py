@@ -10,7 +10,6 @@ parts so that results never depend on the number of threads.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 
 import numpy as np
@@ -18,6 +17,7 @@ from joblib import effective_n_jobs
 from sklearn.utils import gen_batches
 
 from sksign._compat import Interval, validate_params
+from sksign._threads import run_in_threads
 from sksign.kernels._popcount import knn_counts, pairwise_counts
 
 __all__ = [
@@ -49,14 +49,6 @@ def effective_n_threads(n_jobs):
     (1, 3)
     """
     return max(1, effective_n_jobs(n_jobs))
-
-
-def _map(func, tasks, n_threads):
-    """``[func(*t) for t in tasks]``, on `n_threads` threads (kernels drop the GIL)."""
-    if n_threads == 1 or len(tasks) == 1:
-        return [func(*t) for t in tasks]
-    with ThreadPoolExecutor(max_workers=n_threads) as pool:
-        return list(pool.map(lambda t: func(*t), tasks))
 
 
 def _check_words(Q, T, names=("Q", "T")):
@@ -157,7 +149,9 @@ def words_kneighbors(Q, T, n_neighbors, *, n_jobs=None):
         knn_counts(Q[qs], T[ts], d, i)
         return d, i + ts.start
 
-    parts = _map(search, [(qs, ts) for qs in q_slices for ts in t_slices], n_threads)
+    parts = run_in_threads(
+        search, [(qs, ts) for qs in q_slices for ts in t_slices], n_threads
+    )
     if len(t_slices) == 1:
         return np.concatenate([p[0] for p in parts]), np.concatenate(
             [p[1] for p in parts]
@@ -231,5 +225,7 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
         raise ValueError(f"out must have shape {shape}; got {out.shape}.")
     n_threads = effective_n_threads(n_jobs)
     slices = list(gen_batches(A.shape[0], -(-A.shape[0] // n_threads)))
-    _map(lambda s: pairwise_counts(A[s], B, out[s]), [(s,) for s in slices], n_threads)
+    run_in_threads(
+        lambda s: pairwise_counts(A[s], B, out[s]), [(s,) for s in slices], n_threads
+    )
     return out

@@ -41,13 +41,12 @@ fifth of the run time. This module needs numpy and numba only.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
+
+from sksign._threads import run_in_threads
 
 __all__ = ["htaf_backward_f32", "htaf_forward_f32"]
 
@@ -239,11 +238,6 @@ def _backward_loop(x, g, out, a0, a1, karr):  # pragma: no cover - compiled
             ob[i] = _grad_from_tanh(tb[i], eb[i], gb[i], ma1, ks, k)
 
 
-_POOL: list[ThreadPoolExecutor] = []
-if hasattr(os, "register_at_fork"):  # a forked child has none of the threads
-    os.register_at_fork(after_in_child=_POOL.clear)
-
-
 def _n_chunks(size: int, n_threads: int) -> int:
     """Chunks of at least ``_GRAIN`` elements, up to four per thread."""
     return max(1, min(4 * n_threads, size // _GRAIN)) if n_threads > 1 else 1
@@ -252,32 +246,23 @@ def _n_chunks(size: int, n_threads: int) -> int:
 def _run_chunked(loop, arrays, out, a0, a1, n_threads: int) -> None:
     """Run ``loop(*arrays, out, a0, a1, _K)`` over contiguous chunks in threads.
 
-    The loops release the GIL (``nogil``), so plain threads run them in
-    parallel; unlike numba's parallel backends this is safe to call from
-    several Python threads at once. ``n_threads`` threads (this one included)
-    take the chunks in turn from one list, so a thread slowed by other work on
-    its core takes fewer of them.
+    The loops release the GIL (``nogil``), so plain threads of the process's
+    one pool (:func:`sksign._threads.run_in_threads`) run them in parallel;
+    unlike numba's parallel backends this is safe to call from several Python
+    threads at once, and after a ``fork()``.
     """
     size = out.shape[0]
     chunks = _n_chunks(size, n_threads)
     if chunks == 1:
         loop(*arrays, out, a0, a1, _K)
         return
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=os.cpu_count() or 1))
     step = -(-size // chunks)
-    todo = iter(range(0, size, step))  # next() on it is atomic under the GIL
 
-    def work():
-        for lo in todo:
-            sl = slice(lo, lo + step)
-            loop(*(a[sl] for a in arrays), out[sl], a0, a1, _K)
+    def work(lo):
+        sl = slice(lo, lo + step)
+        loop(*(a[sl] for a in arrays), out[sl], a0, a1, _K)
 
-    helpers = min(n_threads, chunks) - 1
-    futures = [_POOL[0].submit(work) for _ in range(helpers)]
-    work()
-    for f in futures:
-        f.result()
+    run_in_threads(work, [(lo,) for lo in range(0, size, step)], n_threads)
 
 
 def htaf_forward_f32(
