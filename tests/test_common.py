@@ -35,13 +35,13 @@ class RealsAsBitsKNNRegressor(_RealsAsBits, SignKNNRegressor):
 
 
 def _estimators():
-    small = {"max_epochs": 30, "lr": 1e-2, "random_state": 0}
+    # float64: check_sample_weight_equivalence compares a weighted fit with a
+    # fit on repeated rows to rtol 1e-7, which float32 training meets only to
+    # about 1e-6 (rounding; tests/estimators checks float32 there)
+    small = {"max_epochs": 30, "lr": 1e-2, "random_state": 0, "dtype": "float64"}
     return [
         HTAFNetClassifier((32,), **small),
-        # float64: check_sample_weight_equivalence compares a weighted fit with
-        # a fit on repeated rows to rtol 1e-7, which float32 training meets
-        # only to about 1e-6 (rounding; tests/estimators checks float32 there)
-        HTAFNetRegressor((32,), dtype="float64", **small),
+        HTAFNetRegressor((32,), **small),
         ICBMClassifier(n_concepts=8, hidden_layer_sizes=(32,), **small),
         RealsAsBitsKNNClassifier(),
         RealsAsBitsKNNRegressor(),

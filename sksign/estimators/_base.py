@@ -315,6 +315,11 @@ class NetBase(TrainingRecipeMixin):
         self._set_targets_for(classes=classes, n_outputs=n_outputs)
         return self.initialize()
 
+    def _place_module(self, module):
+        """`module` on the net's ``device``, its floats of the net's ``dtype``."""
+        dtype = getattr(torch, getattr(self, "dtype", "float32"))
+        return module.to(device=self.device, dtype=dtype)
+
     # -- inference ------------------------------------------------------------
     def _rows(self, X):
         """Checked float32 rows of a fitted net's input."""

@@ -10,6 +10,7 @@ import torch
 from sklearn.base import is_classifier
 from skorch.callbacks import Callback
 
+from sksign.estimators._weights import weighted_mean
 from sksign.nn import HTAF, IFNeuron, StepActivation, force_step_mode, forward_hooks
 
 __all__ = ["AlphaAnnealing", "RelaxationGap"]
@@ -115,15 +116,16 @@ class RelaxationGap(Callback):
             return
         smooth, y, rate = self._evaluate(net, dataset, "smooth")
         step, _, _ = self._evaluate(net, dataset, None)
+        # a weighted fit's targets carry the rows' weights (sample_weight)
+        separate = getattr(net, "_targets_and_weights", lambda t: (t, None))
+        y, weight = separate(y)
         if is_classifier(net):
-            acc_smooth = float(np.mean(smooth.argmax(1) == y))
-            acc_step = float(np.mean(step.argmax(1) == y))
+            acc_smooth = weighted_mean(smooth.argmax(1) == y, weight)
+            acc_step = weighted_mean(step.argmax(1) == y, weight)
             net.history.record(f"{split}_acc_smooth", acc_smooth)
             net.history.record(f"{split}_acc_step", acc_step)
             net.history.record("relaxation_gap", acc_smooth - acc_step)
         else:
-            separate = getattr(net, "_targets_and_weights", lambda t: (t, None))
-            y, weight = separate(y)
             y = y.reshape(smooth.shape)
             mse_smooth = _mean_squared_error(smooth, y, weight)
             mse_step = _mean_squared_error(step, y, weight)
@@ -136,7 +138,7 @@ class RelaxationGap(Callback):
 def _mean_squared_error(pred, y, weight):
     """Mean squared error over targets, rows weighted when weights are given."""
     per_row = ((pred - y) ** 2).reshape(len(y), -1).mean(axis=1)
-    return float(np.average(per_row, weights=weight))
+    return weighted_mean(per_row, weight)
 
 
 class AlphaAnnealing(Callback):

@@ -5,14 +5,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
+import torch
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_consistent_length
+from sklearn.utils.class_weight import compute_class_weight, compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 from skorch.callbacks import EpochScoring
 
 from sksign._validation import check_net_X
+from sksign.estimators._weights import SampleWeightMixin, weighted_mean
 
 __all__ = ["ClassifierNetMixin"]
 
@@ -28,17 +33,23 @@ def _check_known_labels(y, classes, which):
 
 
 def _encoded_accuracy(net, X, y):
-    """Accuracy on skorch's internal split, whose y holds encoded labels."""
-    return float(np.mean(net.predict_proba(X).argmax(axis=1) == np.asarray(y)))
+    """Accuracy on skorch's internal split, whose y holds encoded labels (and
+    the rows' weights in a weighted fit)."""
+    labels, weight = net._targets_and_weights(np.asarray(y))
+    hits = net.predict_proba(X).argmax(axis=1) == labels
+    return weighted_mean(hits, weight)
 
 
-class ClassifierNetMixin:
+class ClassifierNetMixin(SampleWeightMixin):
     """Labels of any type for a skorch classifier net (left of ``NetBase``).
 
     ``fit`` encodes the labels (``classes_`` keeps the original ones, strings
     included), ``predict`` decodes them; ``partial_fit`` fixes the classes at
-    its first call. Shared by :class:`~sksign.estimators.HTAFNetClassifier`
-    and :class:`~sksign.estimators.ICBMClassifier`.
+    its first call. ``sample_weight`` and ``class_weight`` weigh each row's
+    loss (:class:`~sksign.estimators._weights.SampleWeightMixin`): the
+    weights travel as a second column beside the encoded labels. Shared by
+    :class:`~sksign.estimators.HTAFNetClassifier` and
+    :class:`~sksign.estimators.ICBMClassifier`.
 
     Examples
     --------
@@ -106,6 +117,86 @@ class ClassifierNetMixin:
             )
         return X, y, LabelEncoder().fit(labels)
 
+    # -- weights --------------------------------------------------------------
+    def _class_weight_of_rows(self, y, encoded, classes, *, partial):
+        """Each row's ``class_weight`` (None: not set)."""
+        class_weight = self.class_weight
+        if class_weight is None:
+            return None
+        if isinstance(class_weight, str):  # "balanced", as the constraints allow
+            if partial:
+                raise ValueError(
+                    "class_weight='balanced' is not supported by partial_fit: one "
+                    "batch does not give the class frequencies. Pass the weights "
+                    "of the whole training set instead, class_weight=dict(zip("
+                    "classes, compute_class_weight('balanced', classes=classes, "
+                    "y=y_all))) (sklearn.utils.class_weight)."
+                )
+            return compute_sample_weight("balanced", y)
+        per_class = compute_class_weight(class_weight, classes=classes, y=y)
+        per_class = np.asarray(per_class, dtype=np.float64)
+        if not np.all(np.isfinite(per_class) & (per_class >= 0)):
+            raise ValueError(
+                "class_weight must give each class a finite, non-negative weight; "
+                f"got {class_weight!r}."
+            )
+        return per_class[encoded]
+
+    def _row_weights(self, X, y, encoded, classes, *, partial, check_classes):
+        """The rows' weights: ``sample_weight`` times ``class_weight`` (None
+        when neither is given). `check_classes`: the classes come from y, so
+        two of them need a non-zero weight."""
+        weight = self._fit_sample_weight(X)
+        per_class = self._class_weight_of_rows(y, encoded, classes, partial=partial)
+        if per_class is not None:
+            weight = per_class if weight is None else weight * per_class
+        if weight is not None and check_classes:
+            kept = np.unique(encoded[weight > 0])
+            if len(kept) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes "
+                    "with a non-zero weight (sample_weight times class_weight), "
+                    f"but only the classes {classes[kept].tolist()!r} of "
+                    f"{classes.tolist()!r} have one."
+                )
+        return weight
+
+    def _targets_and_weights(self, y_true):
+        """Split a batch's targets into (encoded labels, weights or None)."""
+        labels, weight = super()._targets_and_weights(y_true)
+        if weight is None:
+            return labels, None
+        labels = labels[:, 0]
+        if isinstance(labels, torch.Tensor):
+            return labels.long(), weight
+        return np.asarray(labels).astype(np.int64), weight
+
+    def get_split_datasets(self, X, y=None, **fit_params):
+        """skorch's split; in a weighted fit the split sees the labels alone.
+
+        So that a stratified ``train_split`` stratifies by class, not by the
+        (labels, weights) rows the data sets carry.
+
+        Parameters
+        ----------
+        X, y : array-like
+            Training data and encoded labels (with the weights, second
+            column, in a weighted fit).
+        **fit_params : dict
+            Passed to skorch.
+
+        Returns
+        -------
+        dataset_train, dataset_valid : Dataset
+            The training and validation data sets.
+        """
+        weighted = getattr(self, "_weighted_training", False)
+        if not (weighted and self.train_split and y is not None):
+            return super().get_split_datasets(X, y, **fit_params)
+        labels, _ = self._targets_and_weights(np.asarray(y))
+        return self.train_split(self.get_dataset(X, y), labels, **fit_params)
+
+    # -- data -----------------------------------------------------------------
     def _fit_data(self, X, y, *, warm):
         X, y, encoder = self._encode_fit_targets(X, y, reset=not warm)
         if warm and not np.array_equal(encoder.classes_, self.label_encoder_.classes_):
@@ -113,8 +204,17 @@ class ClassifierNetMixin:
                 "warm_start=True needs the same classes as the first fit; got "
                 f"{encoder.classes_!r}, expected {self.label_encoder_.classes_!r}."
             )
+        encoded = encoder.transform(y).astype(np.int64)
+        weight = self._row_weights(
+            X,
+            y,
+            encoded,
+            encoder.classes_,
+            partial=False,
+            check_classes=self.classes is None,
+        )
         self.label_encoder_ = encoder
-        return X, encoder.transform(y).astype(np.int64)
+        return X, self._attach_weights(encoded, weight)
 
     def _first_partial_fit(self):
         return not self.initialized_ or not hasattr(self, "label_encoder_")
@@ -122,21 +222,26 @@ class ClassifierNetMixin:
     def _partial_fit_data(self, X, y, *, first, classes):
         if first:
             X, y, encoder = self._encode_fit_targets(X, y, classes=classes)
-            self.label_encoder_ = encoder
-            return X, encoder.transform(y).astype(np.int64)
-        if classes is not None and not np.array_equal(
-            np.unique(np.asarray(classes)), self.classes_
-        ):
-            raise ValueError(
-                f"classes={list(classes)!r} is not the same as on the first "
-                f"call to partial_fit: {self.classes_.tolist()!r}."
-            )
-        X = check_net_X(self, X, reset=False)
-        y = column_or_1d(y)
-        _check_known_labels(y, self.classes_, "of the first call")
-        return X, self.label_encoder_.transform(y).astype(np.int64)
+        else:
+            if classes is not None and not np.array_equal(
+                np.unique(np.asarray(classes)), self.classes_
+            ):
+                raise ValueError(
+                    f"classes={list(classes)!r} is not the same as on the first "
+                    f"call to partial_fit: {self.classes_.tolist()!r}."
+                )
+            X = check_net_X(self, X, reset=False)
+            y = column_or_1d(y)
+            _check_known_labels(y, self.classes_, "of the first call")
+            encoder = self.label_encoder_
+        encoded = encoder.transform(y).astype(np.int64)
+        weight = self._row_weights(
+            X, y, encoded, encoder.classes_, partial=True, check_classes=False
+        )
+        self.label_encoder_ = encoder
+        return X, self._attach_weights(encoded, weight)
 
-    def fit(self, X, y, **fit_params):
+    def fit(self, X, y, sample_weight=None, **fit_params):
         """Initialise (unless ``warm_start``) and train the net.
 
         Parameters are checked first; a fit that fails (bad parameters, data,
@@ -148,6 +253,15 @@ class ClassifierNetMixin:
             Training data; DataFrames keep their column names.
         y : array-like of shape (n_samples,)
             Class labels of any type (strings included).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, checked as scikit-learn does
+            (length, NaN, negative values, all zero). A row's weight is its
+            ``sample_weight`` times its class's ``class_weight``, and the loss
+            of a mini-batch is ``sum(w_i * l_i) / sum(w_i)``, where ``l_i`` is
+            the criterion's loss of row ``i`` (the criterion must have a
+            ``reduction`` attribute, as torch's losses do): integer weights
+            train as repeated rows. None (and ``class_weight=None``) weighs
+            every row 1.
         **fit_params : dict
             Passed to skorch's ``fit``.
 
@@ -163,10 +277,17 @@ class ClassifierNetMixin:
         >>> net = HTAFNetClassifier((4,), max_epochs=2, random_state=0).fit(X, y)
         >>> net.classes_.tolist(), len(net.history_)
         (['a', 'b'], 2)
-        """
-        return self._fit_net(X, y, fit_params)
 
-    def partial_fit(self, X, y, classes=None, **fit_params):
+        Rows weighted by hand, and the classes balanced:
+
+        >>> net = HTAFNetClassifier((4,), max_epochs=2, class_weight="balanced",
+        ...                         random_state=0)
+        >>> net.fit(X, y, sample_weight=[1, 2] * 4).classes_.tolist()
+        ['a', 'b']
+        """
+        return self._fit_weighted(self._fit_net, X, y, sample_weight, fit_params)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None, **fit_params):
         """Train for one more ``max_epochs`` round without re-initialising.
 
         Parameters and data are checked before anything changes (the classes
@@ -182,6 +303,9 @@ class ClassifierNetMixin:
         classes : array-like, default=None
             All classes; needed on the first call if y lacks some. Later calls
             may repeat it, but not change it.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, as in :meth:`fit` (a dict
+            ``class_weight`` applies too; "balanced" is refused here).
         **fit_params : dict
             Passed to skorch's ``partial_fit``.
 
@@ -199,7 +323,8 @@ class ClassifierNetMixin:
         >>> len(net.history_), net.classes_.tolist()
         (4, [0, 1, 2])
         """
-        return self._partial_fit_net(X, y, fit_params, classes=classes)
+        fit = partial(self._partial_fit_net, classes=classes)
+        return self._fit_weighted(fit, X, y, sample_weight, fit_params)
 
     def predict_proba(self, X):
         """Class probabilities (softmax of the logits, exact step inside).

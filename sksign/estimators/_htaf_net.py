@@ -13,10 +13,9 @@ from sklearn.utils import check_consistent_length
 from skorch import NeuralNetClassifier, NeuralNetRegressor
 from skorch.callbacks import EarlyStopping
 from skorch.dataset import ValidSplit
-from skorch.utils import to_tensor
 from torch import nn
 
-from sksign._compat import InvalidParameterError, _check_sample_weight
+from sksign._compat import InvalidParameterError
 from sksign._docstrings import Substitution
 from sksign._validation import check_net_X
 from sksign.estimators._base import NetBase
@@ -31,6 +30,7 @@ from sksign.estimators._params import (
 )
 from sksign.estimators._repulsion import SignRepulsionMixin
 from sksign.estimators._training import StepTrainingMixin
+from sksign.estimators._weights import SampleWeightMixin
 from sksign.nn import (
     ARCHITECTURES,
     IMAGE_ARCHITECTURES,
@@ -107,8 +107,7 @@ class _ArchitectureMixin:
                 time_steps=self.time_steps,
                 **kwargs,
             )
-        dtype = getattr(torch, getattr(self, "dtype", "float32"))
-        self.module_ = module.to(device=self.device, dtype=dtype)
+        self.module_ = self._place_module(module)
         return self
 
 
@@ -138,11 +137,14 @@ class HTAFNetClassifier(
         skorch's criterion; it receives the logits and the encoded labels.
     {training}
     {steps}
+    {inference}
     {recalibrate_bn}
     {time_steps}
     sign_repulsion : float, default=0.0
         Final weight lambda of the intra-class sign repulsion regulariser
         (the Sign Code paper; the paper uses 500). 0 disables it.
+        ``sample_weight`` and ``class_weight`` weigh the criterion's loss,
+        not this term.
     repulsion_tau : float, default=0.005
         Temperature of the smooth gate proxy.
     repulsion_warmup : int, default=50
@@ -151,6 +153,7 @@ class HTAFNetClassifier(
         Epochs of the linear ramp of lambda up to ``sign_repulsion``.
     repulsion_layers : "last" or list of str, default="last"
         Activation modules (by name) whose pre-activations are repelled.
+    {class_weight}
     {tail}
 
     Attributes
@@ -218,6 +221,7 @@ class HTAFNetClassifier(
         repulsion_warmup=50,
         repulsion_ramp=200,
         repulsion_layers="last",
+        class_weight=None,
         relaxation_gap="auto",
         random_state=None,
         augment=None,
@@ -262,6 +266,7 @@ class HTAFNetClassifier(
         self.repulsion_warmup = repulsion_warmup
         self.repulsion_ramp = repulsion_ramp
         self.repulsion_layers = repulsion_layers
+        self.class_weight = class_weight
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
         self.augment = augment
@@ -273,7 +278,11 @@ class HTAFNetClassifier(
 
 @Substitution(**REGRESSOR_DOCS)
 class HTAFNetRegressor(
-    StepTrainingMixin, _ArchitectureMixin, NetBase, NeuralNetRegressor
+    StepTrainingMixin,
+    _ArchitectureMixin,
+    SampleWeightMixin,
+    NetBase,
+    NeuralNetRegressor,
 ):
     """Neural-net regressor with HTAF (or any listed) hidden activations.
 
@@ -296,6 +305,7 @@ class HTAFNetRegressor(
         float targets.
     {training}
     {steps}
+    {inference}
     {recalibrate_bn}
     {time_steps}
     standardize_target : bool, default=True
@@ -505,17 +515,6 @@ class HTAFNetRegressor(
         )
         return split(self.get_dataset(X, y), y, **fit_params)
 
-    def _before_training(self):
-        super()._before_training()
-        if getattr(self, "_weighted_training", False) and not hasattr(
-            self.criterion_, "reduction"
-        ):
-            raise TypeError(
-                f"sample_weight needs a criterion with a 'reduction' attribute "
-                f"(torch's losses have one); {type(self.criterion_).__name__} "
-                "has none."
-            )
-
     def _set_targets_for(self, classes=None, n_outputs=None):
         n_outputs = 1 if n_outputs is None else int(n_outputs)
         if n_outputs < 1:
@@ -619,11 +618,7 @@ class HTAFNetRegressor(
         if not np.all(np.isfinite(y)):
             raise ValueError("Input y contains NaN or infinity.")
         check_consistent_length(X, y)
-        weight = getattr(self, "_sample_weight_in", None)
-        if weight is not None:
-            weight = _check_sample_weight(
-                weight, X, dtype=np.float64, ensure_non_negative=True
-            )
+        weight = self._fit_sample_weight(X)
         y2 = y.reshape(len(y), -1).astype(np.float64)
         if reset:
             self._y_ndim = y.ndim
@@ -638,60 +633,10 @@ class HTAFNetRegressor(
         else:  # warm_start / partial_fit: the scaling of the first fit
             mean, scale = self.target_mean_, self.target_scale_
         targets = (y2 - mean) / scale
-        self._weighted_training = weight is not None
-        if weight is not None:
-            targets = np.column_stack([targets, weight])
-        return targets.astype(self.dtype)
+        return self._attach_weights(targets, weight).astype(self.dtype)
 
-    def _fit_weighted(self, fit, X, y, sample_weight, fit_params):
-        """Run `fit` (the plain or partial fit) with the rows' weights."""
-        self._sample_weight_in = sample_weight
-        try:
-            return fit(X, y, fit_params)
-        finally:
-            self._sample_weight_in = None
-            self._weighted_training = False
-
-    def _targets_and_weights(self, y_true):
-        """Split a batch's targets into (targets, weights or None)."""
-        if getattr(self, "_weighted_training", False):
-            return y_true[:, :-1], y_true[:, -1]
-        return y_true, None
-
-    def get_loss(self, y_pred, y_true, X=None, training=False):
-        """The criterion's loss; with ``sample_weight``, the weighted mean.
-
-        Parameters
-        ----------
-        y_pred : torch.Tensor
-            The net's output for a batch.
-        y_true : torch.Tensor
-            The batch's standardised targets (and weights, last column, in a
-            weighted fit).
-        X : object, default=None
-            The batch's input (unused).
-        training : bool, default=False
-            Whether the loss is for a training step.
-
-        Returns
-        -------
-        torch.Tensor
-            A scalar loss.
-        """
-        y_true = to_tensor(y_true, device=self.device)
-        y_true, weight = self._targets_and_weights(y_true)
-        if weight is None:
-            return super().get_loss(y_pred, y_true, X=X, training=training)
-        criterion = self.criterion_
-        reduction = criterion.reduction
-        criterion.reduction = "none"
-        try:
-            per_row = criterion(y_pred, y_true.reshape(y_pred.shape))
-        finally:
-            criterion.reduction = reduction
-        per_row = per_row.reshape(len(per_row), -1).mean(dim=1)
-        total = weight.sum()
-        return (weight * per_row).sum() / total.clamp_min(torch.finfo(total.dtype).tiny)
+    def _loss_targets(self, y_true, y_pred):
+        return y_true.reshape(y_pred.shape)
 
     def _fit_data(self, X, y, *, warm):
         X = check_net_X(self, X, reset=not warm)

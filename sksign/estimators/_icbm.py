@@ -26,6 +26,7 @@ from sksign.estimators._concepts import (
     concept_records,
     concept_table,
 )
+from sksign.estimators._inference import InferenceModeMixin
 from sksign.estimators._params import DOCS, ICBM_CONSTRAINTS
 from sksign.estimators._training import BatchNormRecalibrationMixin
 from sksign.nn import BACKBONES, ICBMNet, infer_input_shape, temporarily_eval
@@ -35,6 +36,7 @@ __all__ = ["ConceptRecord", "ICBMClassifier"]
 
 @Substitution(**DOCS)
 class ICBMClassifier(
+    InferenceModeMixin,
     BatchNormRecalibrationMixin,
     TransformerMixin,
     ClassifierNetMixin,
@@ -98,7 +100,9 @@ class ICBMClassifier(
     criterion : torch loss class, default=torch.nn.CrossEntropyLoss
         skorch's criterion; it receives the logits and the encoded labels.
     {training}
+    {inference}
     {recalibrate_bn}
+    {class_weight}
     {tail}
 
     Attributes
@@ -150,6 +154,7 @@ class ICBMClassifier(
         concept_activation="htaf",
         freeze_backbone=False,
         recalibrate_bn=True,
+        inference="step",
         input_shape=None,
         conv_channels=(16, 32),
         criterion=nn.CrossEntropyLoss,
@@ -158,6 +163,7 @@ class ICBMClassifier(
         max_epochs=20,
         batch_size=128,
         train_split=None,
+        class_weight=None,
         relaxation_gap="auto",
         random_state=None,
         augment=None,
@@ -165,6 +171,7 @@ class ICBMClassifier(
         channels_last=False,
         checkpoint_dir=None,
         device="cpu",
+        dtype="float32",
         verbose=0,
         iterator_train__shuffle=True,
         **kwargs,
@@ -199,14 +206,17 @@ class ICBMClassifier(
         self.concept_activation = concept_activation
         self.freeze_backbone = freeze_backbone
         self.recalibrate_bn = recalibrate_bn
+        self.inference = inference
         self.input_shape = input_shape
         self.conv_channels = conv_channels
+        self.class_weight = class_weight
         self.relaxation_gap = relaxation_gap
         self.random_state = random_state
         self.augment = augment
         self.mixed_precision = mixed_precision
         self.channels_last = channels_last
         self.checkpoint_dir = checkpoint_dir
+        self.dtype = dtype
 
     # -- parameters and module ---------------------------------------------
     def _check_param_instances(self):
@@ -258,7 +268,7 @@ class ICBMClassifier(
             backbone_kwargs=self.backbone_params,
             **kwargs,
         )
-        self.module_ = module.to(self.device)
+        self.module_ = self._place_module(module)
         return self
 
     def __sklearn_tags__(self):
@@ -281,7 +291,8 @@ class ICBMClassifier(
         concepts : ndarray of shape (n_samples, n_concepts), dtype uint8
             ``1[z >= 0]`` for the pre-activations z of the concept units
             (the outputs of the step at inference); ``1[z > 0]`` when
-            `concept_activation` is not step-like.
+            `concept_activation` is not step-like. Bits whatever
+            ``inference`` says.
 
         Examples
         --------

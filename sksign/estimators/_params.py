@@ -108,9 +108,14 @@ _NET_CONSTRAINTS: dict = {
     "channels_last": ["boolean"],
     "checkpoint_dir": [None, str, os.PathLike],
     "recalibrate_bn": ["boolean"],
+    "inference": [StrOptions({"step", "smooth"})],
+    "dtype": [StrOptions({"float32", "float64"})],
 }
 
-CLASSIFIER_CONSTRAINTS: dict = {"classes": [None, "array-like"]}
+CLASSIFIER_CONSTRAINTS: dict = {
+    "classes": [None, "array-like"],
+    "class_weight": [None, StrOptions({"balanced"}), dict],
+}
 
 HTAF_CONSTRAINTS: dict = {
     **SKORCH_CONSTRAINTS,
@@ -124,8 +129,6 @@ HTAF_CONSTRAINTS: dict = {
     "lr_schedule": [StrOptions({"auto", "constant", "cosine"})],
     "alpha0_start": [None, _POSITIVE, StrOptions({"auto"})],
     "anneal_epochs": [_AT_LEAST_ONE, StrOptions({"auto"})],
-    "inference": [StrOptions({"step", "smooth"})],
-    "dtype": [StrOptions({"float32", "float64"})],
 }
 
 REGRESSOR_CONSTRAINTS: dict = {
@@ -302,7 +305,8 @@ default="mlp"
         anneal_epochs : int or "auto", default="auto"
             Length of the ``alpha0`` schedule in epochs ("auto": all of
             ``max_epochs``; shortened to ``max_epochs`` when that is smaller,
-            so the fit always ends at ``alpha0``).
+            so the fit always ends at ``alpha0``).""",
+    "inference": """
         inference : {"step", "smooth"}, default="step"
             What the step-like activations compute outside training
             (``predict``, ``predict_proba``, ``forward``, the validation loss):
@@ -316,6 +320,18 @@ default="mlp"
             training and inference. float64 trains about two to four times
             slower on the CPU; use it where float32 rounding matters (for
             example, to compare fits whose results agree only up to rounding).""",
+    "class_weight": """
+        class_weight : dict, "balanced" or None, default=None
+            Weights of the classes in the loss, with scikit-learn's meaning: a
+            dict ``{label: weight}`` (classes it leaves out weigh 1), "balanced"
+            (``n_samples / (n_classes * np.bincount(y))``, from the y of each
+            ``fit``: :func:`~sklearn.utils.class_weight.compute_sample_weight`)
+            or None (every class weighs 1). A row weighs its class's weight
+            times its ``sample_weight``, as in scikit-learn's forests (so
+            "balanced" counts rows, not their weights). ``partial_fit`` refuses
+            "balanced", which one batch cannot estimate: pass the dict of
+            :func:`~sklearn.utils.class_weight.compute_class_weight` over the
+            whole training set instead.""",
     "recalibrate_bn": """
         recalibrate_bn : bool, default=True
             End ``fit`` and ``partial_fit`` with one pass over the training

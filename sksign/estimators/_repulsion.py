@@ -22,7 +22,9 @@ class SignRepulsionMixin:
     ``lambda * sign_repulsion_loss`` to the loss, lambda following the
     warm-up and ramp schedule of :func:`sksign.nn.losses.repulsion_lambda`.
     The net needs the parameters ``sign_repulsion``, ``repulsion_tau``,
-    ``repulsion_warmup``, ``repulsion_ramp`` and ``repulsion_layers``.
+    ``repulsion_warmup``, ``repulsion_ramp`` and ``repulsion_layers``, and
+    ``_targets_and_weights`` (``ClassifierNetMixin``) to read the labels
+    of a batch; the rows' weights do not weigh the repulsion term.
 
     Examples
     --------
@@ -125,7 +127,10 @@ class SignRepulsionMixin:
         rep = self._repulsion
         if training and rep is not None:
             lam, captured, gates = rep
-            y = torch.as_tensor(y_true, device=y_pred.device)
+            # the labels alone: a weighted fit's targets carry the weights too
+            y, _ = self._targets_and_weights(
+                torch.as_tensor(y_true, device=y_pred.device)
+            )
             penalty = sum(
                 sign_repulsion_loss(z, y, tau=self.repulsion_tau, gate=gates[name])
                 for name, calls in captured.inputs.items()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from contextlib import nullcontext
 
 from skorch.callbacks import LRScheduler
 from skorch.dataset import unpack_data
@@ -16,6 +15,7 @@ from skorch.utils import to_tensor
 
 from sksign._compat import InvalidParameterError
 from sksign.estimators._callbacks import AlphaAnnealing
+from sksign.estimators._inference import InferenceModeMixin
 from sksign.estimators._step_recipe import (
     AUTO_ALPHA0_START,
     CosineSchedule,
@@ -24,7 +24,6 @@ from sksign.estimators._step_recipe import (
 from sksign.nn import (
     StepActivation,
     batchnorm_layers,
-    force_step_mode,
     recalibrate_batchnorm,
 )
 
@@ -92,7 +91,7 @@ class BatchNormRecalibrationMixin:
         recalibrate_batchnorm(self.module_, batches, mode="hard", layers=layers)
 
 
-class StepTrainingMixin(BatchNormRecalibrationMixin):
+class StepTrainingMixin(InferenceModeMixin, BatchNormRecalibrationMixin):
     """The step nets' recipe: ``lr``, ``lr_schedule``, ``alpha0_start``,
     ``anneal_epochs``, ``inference`` and ``recalibrate_bn``.
 
@@ -184,7 +183,7 @@ class StepTrainingMixin(BatchNormRecalibrationMixin):
             and getattr(self, name) != defaults[name].default
         ]
         start = self.alpha0_start
-        if act != "htaf" and start not in ("auto", None):
+        if act != "htaf" and start not in (None, defaults["alpha0_start"].default):
             changed.append("alpha0_start")
         if changed:
             warnings.warn(
@@ -263,47 +262,3 @@ class StepTrainingMixin(BatchNormRecalibrationMixin):
         if self._lr_schedule() == "cosine":
             self._add_callback("lr_schedule", CosineSchedule, 0)
         return self
-
-    def _inference_mode(self):
-        """Force the smooth function outside training when asked for."""
-        if self.inference == "smooth" and hasattr(self, "module_"):
-            return force_step_mode(self.module_, "smooth")
-        return nullcontext()
-
-    def evaluation_step(self, batch, training=False):
-        """skorch's evaluation step, with the activations of ``inference``.
-
-        Parameters
-        ----------
-        batch : tuple
-            A batch of the data loader.
-        training : bool, default=False
-            Run in train mode (then ``inference`` does not apply).
-
-        Returns
-        -------
-        torch.Tensor
-            The net's output for the batch.
-        """
-        if training:
-            return super().evaluation_step(batch, training=training)
-        with self._inference_mode():
-            return super().evaluation_step(batch, training=training)
-
-    def validation_step(self, batch, **fit_params):
-        """skorch's validation step, with the activations of ``inference``.
-
-        Parameters
-        ----------
-        batch : tuple
-            A batch of the data loader.
-        **fit_params : dict
-            Passed to skorch.
-
-        Returns
-        -------
-        dict
-            The loss and the predictions.
-        """
-        with self._inference_mode():
-            return super().validation_step(batch, **fit_params)

@@ -259,11 +259,13 @@ def test_alphas_an_activation_ignores_warn(data, params, names):
     ],
 )
 def test_alphas_that_shape_the_net_do_not_warn(data, params):
-    """Check no warning where the alphas reach the activation (or are unset)."""
+    """Check no warning where the alphas reach the activation (or are unset:
+    the regressor's default alpha0_start is 0.05, not "auto")."""
     X, y = data
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         HTAFNetClassifier((4,), max_epochs=1, **params).fit(X, y)
+        HTAFNetRegressor((4,), max_epochs=1, **params).fit(X, y * 1.0)
 
 
 def test_regressor_keeps_its_measured_defaults(data):
