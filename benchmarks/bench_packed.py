@@ -37,6 +37,15 @@ words: batch rows x width bits x width outputs) on one thread and on two
 no operation, as in a deployment without torch: torch's idle OpenMP workers
 share the cores with the packed layers in the in-process grid above.
 
+``--summary`` prints what :func:`sksign.deploy.packed_summary` reports for
+small nets trained on scikit-learn's digits (64 inputs, two hidden layers of
+256 or ``--widths``, 10 classes, 5 epochs): the Heaviside MLP (``dhn``), the
+binary MLP (``bnn``) and the spiking MLP (``snn``), batches 1, 64 and 256,
+one thread: the packed ``predict`` and ``PackedNet.forward`` (no input
+validation) against the torch module's own forward (eval, exact step,
+``torch.inference_mode``, same threads); for the BNN also against torch with
+its binary weights precomputed. It prints the CPU's vector features first.
+
 Run: ``python benchmarks/bench_packed.py`` (full grid, a few minutes) or
 ``python benchmarks/bench_packed.py --quick`` (width 1024, batches 1 and 64,
 one thread); ``--widths``, ``--batches``, ``--threads`` and ``--nets`` pick
@@ -235,6 +244,82 @@ def images(batches, repeats, nets=None):
             )
 
 
+def cpu_features():
+    """The CPU's model name and its SIMD flags from /proc/cpuinfo (Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine(), []
+    first = text.split("\n\n", 1)[0]  # the first processor's block
+    info = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    flags = info.get("flags", "").split()
+    wanted = ("sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2")
+    vector = [f for f in flags if f in wanted or f.startswith("avx512")]
+    return info.get("model name", platform.machine()), vector
+
+
+def summary(widths, batches, threads, repeats, nets):
+    """packed_summary's figures for small nets trained on the digits."""
+    from sklearn.datasets import load_digits
+
+    from sksign.deploy import packed_summary
+
+    X, y = load_digits(return_X_y=True)
+    X = (X / 16).astype(np.float32)
+    model, flags = cpu_features()
+    print(f"# {model}; {', '.join(flags)}; torch {torch.__version__}")
+    if not any(f.startswith("avx512") for f in flags):
+        print("# no AVX-512 on this CPU")
+    print(
+        "| net | threads | batch | packed predict (ms) | packed forward (ms) "
+        "| torch forward (ms) | predict vs torch | note |"
+    )
+    print("|---" * 8 + "|")
+    for arch in nets:
+        for width in widths:
+            est = HTAFNetClassifier(
+                (width, width),
+                architecture={"dhn": "mlp"}.get(arch, arch),
+                time_steps=TIME_STEPS,
+                max_epochs=5,
+                random_state=0,
+            ).fit(X, y)
+            fast = precomputed(est.module_) if arch == "bnn" else None
+            for n_threads in threads:
+                packed = pack(est, n_jobs=n_threads)
+                for batch in batches:
+                    Xb = X[:batch]
+                    rows, _ = packed_summary(
+                        packed, Xb, reference=est, n_repeats=repeats
+                    )
+                    total = rows[-1]
+                    rows, _ = packed_summary(packed.net_, Xb, n_repeats=repeats)
+                    t_forward = rows[-1]["seconds_packed"]
+                    note = ""
+                    if arch == "bnn":
+                        torch.set_num_threads(n_threads)
+                        xt = torch.from_numpy(Xb)
+
+                        def torch_pre(xt=xt, fast=fast):
+                            with torch.inference_mode():
+                                return fast(xt)
+
+                        ((t_pre, _),) = best_of([torch_pre], repeats)
+                        note = (
+                            f"torch, binary weights precomputed: {t_pre * 1e3:.3f} ms "
+                            f"(predict {t_pre / total['seconds_packed']:.2f}x)"
+                        )
+                    print(
+                        f"| {arch} 64-{width}-{width}-10 | {n_threads} | {batch} "
+                        f"| {total['seconds_packed'] * 1e3:.3f} "
+                        f"| {t_forward * 1e3:.3f} "
+                        f"| {total['seconds_reference'] * 1e3:.3f} "
+                        f"| {total['speedup']:.2f}x | {note} |",
+                        flush=True,
+                    )
+
+
 def kernel(widths, batches, repeats):
     """The sign x sign kernel alone, one and two threads, no torch operation."""
     rng = np.random.default_rng(0)
@@ -267,6 +352,11 @@ def main():
         "--kernel", action="store_true", help="the XNOR kernel alone, no torch"
     )
     parser.add_argument("--images", action="store_true", help="the image nets")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="packed_summary on small nets trained on the digits",
+    )
     parser.add_argument("--quick", action="store_true", help="small grid only")
     parser.add_argument("--repeats", type=int, default=None, help="best of N runs")
     parser.add_argument("--widths", type=int, nargs="+", help="hidden widths")
@@ -287,6 +377,19 @@ def main():
         torch.set_num_threads(1)
         with BLAS.limit(limits=1, user_api="blas"):
             images(args.batches or [1, 64], args.repeats or 5, args.nets)
+        return
+    if args.summary:
+        unknown = set(args.nets or ()) - {"bnn", "dhn", "snn"}
+        if unknown:
+            parser.error(f"unknown nets {sorted(unknown)}")
+        with BLAS.limit(limits=1, user_api="blas"):
+            summary(
+                args.widths or [256],
+                args.batches or [1, 64, 256],
+                args.threads or [1],
+                args.repeats or 20,
+                args.nets or ["dhn", "bnn", "snn"],
+            )
         return
     widths = args.widths or ([1024] if args.quick else [1024, 4096])
     batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])

@@ -1,14 +1,18 @@
 """pack(): read a fitted sksign net (torch) into a packed layer graph.
 
 The only module of :mod:`sksign.deploy` that imports torch (and it does so
-only when :func:`pack` is called): the runtime, :func:`~sksign.deploy.load`
-and the packed estimators run on numpy and numba alone.
+only when :func:`pack` is called, or when
+:func:`~sksign.deploy.packed_summary` times a torch reference): the runtime,
+:func:`~sksign.deploy.load` and the packed estimators run on numpy and numba
+alone.
 """
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -19,7 +23,7 @@ from torch import nn
 from sksign.deploy._convert_images import IMAGE_NETS, pack_image_net
 from sksign.deploy._estimators import PackedClassifier, PackedRegressor
 from sksign.deploy._runtime import FORMAT, VERSION, PackedNet
-from sksign.nn.activations import StepActivation
+from sksign.nn.activations import StepActivation, force_step_mode
 from sksign.nn.binary import BinaryLinear, BinaryMLP
 from sksign.nn.icbm import ICBMNet
 from sksign.nn.modules import MLP, SmallCNN
@@ -445,6 +449,73 @@ def _json_labels(classes):
         "The packed model stores class labels as JSON: numbers, bools or "
         f"strings; got labels of dtype {classes.dtype}."
     )
+
+
+@contextmanager
+def _torch_forward(reference, X, n_threads):
+    """A no-grad eval forward of `reference`'s torch module on `X`, to time.
+
+    What the packed net computes, in torch: the module in eval mode with every
+    step activation forced to the exact step (the packed net computes
+    ``1[z >= 0]`` whatever the estimator's ``inference``), under
+    :func:`torch.inference_mode`, on `n_threads` torch threads, on a tensor
+    of the module's dtype made once (no validation, no data loader, no
+    conversion inside the timed call). The module's mode, the activations'
+    modes and torch's thread count are restored on exit.
+
+    Parameters
+    ----------
+    reference : torch.nn.Module or fitted sksign net
+        The module, or an estimator whose ``module_`` it is.
+    X : ndarray of shape (n_samples, n_features)
+        The validated float32 rows the packed net runs on (images flattened:
+        the sksign modules take rows).
+    n_threads : int
+        Threads of the packed run.
+
+    Yields
+    ------
+    forward : callable
+        ``forward()`` runs the module on `X`.
+    what : str
+        What it runs, for instance ``"the torch module's forward (float32,
+        1 thread)"``.
+    """
+    module = reference if isinstance(reference, nn.Module) else reference.module_
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            "packed_summary's reference must be a torch module or a fitted "
+            f"sksign net with a torch module_; got {type(module).__name__}."
+        )
+    param = next(module.parameters(), None)
+    dtype = torch.float32 if param is None else param.dtype
+    device = "cpu" if param is None else param.device
+    x = torch.as_tensor(np.asarray(X), dtype=dtype, device=device)
+    threads = torch.get_num_threads()
+    # per submodule: a net may keep some layers (BatchNorm) in eval on purpose
+    training = [(m, m.training) for m in module.modules()]
+    what = (
+        f"the torch module's forward ({str(dtype).removeprefix('torch.')}, "
+        f"{n_threads} thread{'s' if n_threads != 1 else ''})"
+    )
+    cuda = x.device.type == "cuda"
+
+    def forward():
+        with torch.inference_mode():
+            out = module(x)
+        if cuda:  # pragma: no cover - CPU nets in the tests
+            torch.cuda.synchronize(x.device)
+        return out
+
+    try:
+        torch.set_num_threads(n_threads)
+        module.eval()
+        with force_step_mode(module, "hard"):
+            yield forward, what
+    finally:
+        for m, mode in training:
+            m.training = mode
+        torch.set_num_threads(threads)
 
 
 def pack(estimator, *, n_jobs=None):

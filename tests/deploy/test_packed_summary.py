@@ -6,11 +6,17 @@
 from __future__ import annotations
 
 import math
+import time
 
+import numpy as np
 import pytest
+import torch
+from sklearn.dummy import DummyClassifier
 
 from sksign.deploy import pack, packed_summary
+from sksign.deploy._summary import _verdict
 from sksign.estimators import HTAFNetClassifier
+from sksign.nn.activations import StepActivation, force_step_mode
 
 
 @pytest.fixture(scope="module")
@@ -18,6 +24,18 @@ def bnn(digits):
     X_train, _, y_train, _ = digits
     net = HTAFNetClassifier((70, 130), architecture="bnn", max_epochs=1, random_state=0)
     return net.fit(X_train, y_train)
+
+
+@pytest.fixture(scope="module")
+def heaviside_mlp(digits):
+    """The Heaviside MLP 64-256-256-10 of the issue (packed slower than torch)."""
+    X_train, _, y_train, _ = digits
+    net = HTAFNetClassifier((256, 256), max_epochs=1, random_state=0)
+    return net.fit(X_train, y_train)
+
+
+def _last_line(table):
+    return table.splitlines()[-1]
 
 
 def test_bytes_per_layer(bnn):
@@ -42,7 +60,7 @@ def test_bytes_per_layer(bnn):
 
 
 def test_timing_against_a_reference(bnn, digits):
-    """Check that X and a reference give times and a speed-up."""
+    """Check that X and a reference give times, a speed-up and what was timed."""
     _, X_test, _, _ = digits
     rows, table = packed_summary(pack(bnn), X_test, reference=bnn, n_repeats=2)
     total = rows[-1]
@@ -50,12 +68,155 @@ def test_timing_against_a_reference(bnn, digits):
     assert total["speedup"] == pytest.approx(
         total["seconds_reference"] / total["seconds_packed"]
     )
-    assert "faster" in table.splitlines()[-1]
-    rows, _ = packed_summary(pack(bnn).net_, X_test, n_repeats=1)
+    assert total["reference"] == "the torch module's forward (float32, 1 thread)"
+    line = _last_line(table)
+    assert line.startswith(
+        "packed predict vs the torch module's forward (float32, 1 thread) on "
+        f"{len(X_test)} samples: "
+    )
+    assert f"packed {_verdict(total['speedup'])}." in line
+    rows, table = packed_summary(pack(bnn).net_, X_test, n_repeats=1)
     assert rows[-1]["seconds_packed"] > 0
+    assert "reference" not in rows[-1]
+    assert _last_line(table).startswith(
+        f"packed forward (1 thread) on {len(X_test)} samples: "
+    )
+
+
+def _hand_timed_forward(module, x, n_repeats):
+    """Best time of the module's eval forward, exact step, no grad, 1 thread."""
+    module.eval()
+    with force_step_mode(module, "hard"):
+        with torch.inference_mode():
+            module(x)  # warm-up
+        best = math.inf
+        for _ in range(n_repeats):
+            start = time.perf_counter()
+            with torch.inference_mode():
+                module(x)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_reference_is_the_torch_forward(heaviside_mlp, digits, batch):
+    """Check that the reference time is the module's forward, not skorch's predict.
+
+    On the 2-core box, shared with other jobs (load average up to 6), the
+    best of 50 runs still moved by up to 1.5x from one measurement to the
+    next (a round that never got a quiet moment), whereas the median over 12
+    alternating rounds of the best of 50 stayed within 10% of the hand-timed
+    forward in 20 trials: hence the median of the rounds' best times, within
+    20%. skorch's predict (the old reference) takes 6-10x the forward here
+    (data loader, validation, conversion), far outside that band; the last
+    assertion checks that the band tells them apart.
+    """
+    _, X_test, _, _ = digits
+    X = X_test[:batch]
+    packed = pack(heaviside_mlp)
+    x = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+    module = heaviside_mlp.module_
+    hand, reported, skorch = [], [], []
+    threads = torch.get_num_threads()
+    try:
+        for _ in range(12):
+            torch.set_num_threads(1)
+            hand.append(_hand_timed_forward(module, x, 50))
+            rows, _ = packed_summary(packed, X, reference=heaviside_mlp, n_repeats=50)
+            reported.append(rows[-1]["seconds_reference"])
+    finally:
+        torch.set_num_threads(threads)
+    for _ in range(3):
+        start = time.perf_counter()
+        heaviside_mlp.predict(X)
+        skorch.append(time.perf_counter() - start)
+    assert np.median(reported) == pytest.approx(np.median(hand), rel=0.2)
+    assert min(skorch) > 1.2 * np.median(hand)
+
+
+def test_torch_reference_runs_as_the_packed_net(heaviside_mlp, digits):
+    """Check eval mode, exact step, no grad and the packed thread count, restored."""
+    _, X_test, _, _ = digits
+    module = heaviside_mlp.module_
+    seen = []
+
+    def record(mod, args, out):
+        acts = [m for m in mod.modules() if isinstance(m, StepActivation)]
+        seen.append(
+            (
+                mod.training,
+                all(a.is_hard for a in acts),
+                torch.is_inference_mode_enabled(),
+                torch.get_num_threads(),
+                args[0].dtype,
+                tuple(args[0].shape),
+            )
+        )
+
+    packed = pack(heaviside_mlp, n_jobs=2)
+    threads = torch.get_num_threads()
+    module.train()
+    module.act0.mode = "smooth"
+    handle = module.register_forward_hook(record)
+    try:
+        _, table = packed_summary(packed, X_test, reference=heaviside_mlp, n_repeats=1)
+        # restored
+        assert module.training
+        assert module.act0.mode == "smooth"
+        assert torch.get_num_threads() == threads
+    finally:
+        handle.remove()
+        module.act0.mode = "auto"
+        module.eval()
+    assert set(seen) == {(False, True, True, 2, torch.float32, (len(X_test), 64))}
+    assert "(float32, 2 threads)" in _last_line(table)
+
+
+def test_slower_is_said_slower(heaviside_mlp, digits):
+    """Check that a faster reference makes the line say "slower", not "0.1x faster"."""
+    _, X_test, _, _ = digits
+    # one small layer: microseconds, where the packed predict validates X alone
+    # for longer than that
+    tiny = torch.nn.Linear(64, 10)
+    rows, table = packed_summary(pack(heaviside_mlp), X_test[:1], reference=tiny)
+    speedup = rows[-1]["speedup"]
+    assert speedup < 1
+    line = _last_line(table)
+    assert line.endswith(f"packed {1 / speedup:.2f}x slower.")
+    assert "faster" not in line
+
+
+@pytest.mark.parametrize(
+    ("ratio", "words"),
+    [
+        (2.47, "2.47x faster"),
+        (0.5, "2.00x slower"),
+        (1 / 3.14, "3.14x slower"),
+        (1.001, "as fast"),
+        (0.999, "as fast"),
+    ],
+)
+def test_verdict(ratio, words):
+    """Check the wording of a ratio of times."""
+    assert _verdict(ratio) == words
+
+
+def test_other_reference_is_timed_through_predict(bnn, digits):
+    """Check that an estimator without a torch module is timed by its predict."""
+    X_train, X_test, y_train, _ = digits
+    dummy = DummyClassifier().fit(X_train, y_train)
+    rows, table = packed_summary(pack(bnn), X_test, reference=dummy, n_repeats=1)
+    assert rows[-1]["reference"] == "DummyClassifier.predict"
+    assert "packed predict vs DummyClassifier.predict on" in _last_line(table)
 
 
 def test_summary_rejects_other_objects(bnn):
-    """Check a clear TypeError for a torch net."""
+    """Check a clear TypeError for a torch net, and for a reference without a module."""
     with pytest.raises(TypeError, match="packed_summary takes"):
         packed_summary(bnn)
+
+    class NoModule:
+        module_ = None
+
+    with pytest.raises(TypeError, match="reference must be a torch module"):
+        packed_summary(pack(bnn), np.zeros((1, 64)), reference=NoModule())
