@@ -39,6 +39,7 @@ __all__ = [
     "SKSIGN_NETS",
     "TorchClassifier",
     "as_torch_classifier",
+    "check_module_input",
     "device_and_dtype",
     "final_step_input",
     "is_torch_net",
@@ -97,6 +98,60 @@ def device_and_dtype(
         else torch.float32
     )
     return torch.device(device), dtype
+
+
+_CONVS = {nn.Conv1d: ("L",), nn.Conv2d: ("H", "W"), nn.Conv3d: ("D", "H", "W")}
+
+
+def _first_layer(module: nn.Module) -> nn.Module:
+    """The layer that receives the input of `module` for certain: the first
+    layer of a (nested) ``nn.Sequential``, else `module` itself."""
+    while isinstance(module, nn.Sequential) and len(module):
+        module = module[0]
+    return module
+
+
+def check_module_input(module: nn.Module, batch_shape, name: str = "X") -> None:
+    """Raise a ValueError when `module` starts with a convolution that
+    batches of `batch_shape` cannot feed.
+
+    A bare ``nn.Sequential`` starting with ``Conv2d`` given flat rows
+    (n_samples, n_features) would otherwise fail inside torch's ``conv2d``
+    ("Expected 3D (unbatched) or 4D (batched) input"), with no word on the
+    input the module needs. Only a bare convolution or a (nested)
+    ``nn.Sequential`` starting with one is checked: any other module may
+    reshape its input before its first convolution.
+
+    Parameters
+    ----------
+    module : nn.Module
+        The module the batches go to.
+    batch_shape : tuple of int
+        The shape of X (its first axis the samples).
+    name : str, default="X"
+        Name of the input in the message.
+    """
+    first = _first_layer(module)
+    kind = next((c for c in _CONVS if isinstance(first, c)), None)
+    batch_shape = tuple(batch_shape)
+    if kind is None or len(batch_shape) == len(_CONVS[kind]) + 2:
+        return
+    axes = ", ".join(_CONVS[kind])
+    channels = first.in_channels  # 0 for a lazy convolution not yet run
+    example = ""
+    if len(batch_shape) == 2 and channels and batch_shape[1] % channels == 0:
+        n_axes = len(_CONVS[kind])
+        side = round((batch_shape[1] // channels) ** (1 / n_axes))
+        if side**n_axes * channels == batch_shape[1]:
+            sides = ", ".join([str(side)] * n_axes)
+            example = f", for instance {name}.reshape(-1, {channels}, {sides}),"
+    with_c = f" with C = {channels}" if channels else ""
+    raise ValueError(
+        f"{type(module).__name__} starts with {first}, which takes samples of "
+        f"shape (C, {axes}){with_c}, but {name} has shape {batch_shape}. Pass "
+        f"{name} as (n_samples, C, {axes}){example} or put nn.Unflatten(1, (C, "
+        f"{axes})) in front of the module so that it takes flat rows."
+    )
 
 
 def numpy_float_dtype(dtype: torch.dtype) -> type:
@@ -353,6 +408,10 @@ def as_torch_classifier(
         X, y, labels_are_indices = _skorch_rows(estimator, X, y, caller)
         if X_ref is not None:
             X_ref = _skorch_ref_rows(estimator, X_ref)
+        if not isinstance(estimator, SKSIGN_NETS):  # sksign nets reshape rows
+            check_module_input(module, X.shape)
+            if X_ref is not None:
+                check_module_input(module, X_ref.shape, "X_ref")
         # sksign nets predict their original labels (label_encoder_); a plain
         # skorch classifier trains on y as logit indices and predicts indices
         maps_labels = hasattr(estimator, "label_encoder_")
@@ -371,8 +430,10 @@ def as_torch_classifier(
         device, dtype = device_and_dtype(module)
         np_dtype = numpy_float_dtype(dtype)
         X = _check_rows(X, np_dtype)
+        check_module_input(module, X.shape)
         if X_ref is not None:
             X_ref = _check_rows(X_ref, np_dtype, "X_ref")
+            check_module_input(module, X_ref.shape, "X_ref")
         classes = None
     else:
         raise TypeError(

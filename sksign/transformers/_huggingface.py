@@ -296,9 +296,12 @@ def hf_sign_code_transformer(
         (DistilBERT), ``"h.*.mlp.act"`` (GPT-2); an activation class works
         where the model uses it (``transformers.activations.GELUActivation``
         for BERT and DistilBERT; GPT-2 uses ``NewGELUActivation``).
-    token_pool : {"first", "majority"}, default="majority"
+    token_pool : {"first", "majority"} or None, default="majority"
         "first": the first token ([CLS]); "majority": the majority sign over
-        the non-padding tokens (ties to +1).
+        the non-padding tokens (ties to +1); None: token-level codes, one row
+        per non-padding token (read them with their (sequence, position)
+        index by :meth:`SignCodeTransformer.transform_tokens
+        <sksign.transformers.SignCodeTransformer.transform_tokens>`).
     pad_token_id : int, default=None
         Overrides the tokenizer's pad id.
     **kwargs
@@ -339,6 +342,8 @@ def hf_sign_code_transformer(
     >>> model = AutoModel.from_pretrained(path)  # doctest: +SKIP
     >>> X = tokenize_to_array(tok, ["a text", "more"], max_length=32)  # doctest: +SKIP
     >>> codes = hf_sign_code_transformer(model, tok).fit_transform(X)  # doctest: +SKIP
+    >>> tokens = hf_sign_code_transformer(model, tok, token_pool=None)  # doctest: +SKIP
+    >>> codes, index = tokens.fit(X).transform_tokens(X)  # doctest: +SKIP
     """
     forward_kwargs = hf_forward_kwargs(tokenizer, pad_token_id=pad_token_id)
     return SignCodeTransformer(

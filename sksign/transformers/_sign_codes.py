@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 from copy import deepcopy
 from numbers import Integral
 from typing import ClassVar
@@ -14,17 +13,11 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import gen_batches, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
-from sksign._adapter import (
-    SKSIGN_NETS,
-    device_and_dtype,
-    is_torch_net,
-    to_tensor,
-    torch_module,
-)
+from sksign._adapter import torch_module
 from sksign._compat import (
     HasMethods,
     Interval,
@@ -33,11 +26,7 @@ from sksign._compat import (
     _fit_context,
     _get_output_config,
 )
-from sksign._sklearn_mlp import (
-    MLP_TYPES,
-    SIGN_PRESERVING_ACTIVATIONS,
-    hidden_layer_names,
-)
+from sksign._sklearn_mlp import MLP_TYPES
 from sksign._utils import (
     is_batch_iterator,
     reject_batch_iterator,
@@ -47,8 +36,12 @@ from sksign._utils import (
 from sksign.distributed import is_dask_array
 from sksign.distributed._transform import transform_blocks
 from sksign.estimators import HTAFNetClassifier
-from sksign.nn import record_signs
 from sksign.nn.hooks import CONV_POOLS, RESIDUAL_MODES, TOKEN_POOLS
+from sksign.transformers._reading import (
+    _NetReader,
+    _reject_empty_or_text,
+    _split_sample_shape,
+)
 
 __all__ = ["SignCodeTransformer"]
 
@@ -59,27 +52,7 @@ def _default_estimator(random_state=None):
     )
 
 
-def _same_type_error(exc, message):
-    """``type(exc)(message)``, or None when that class cannot be built so."""
-    try:
-        return type(exc)(message)
-    except Exception:
-        return None
-
-
-def _split_sample_shape(X):
-    """``(rows, sample_shape)``: an array of samples with more than one axis
-    as a 2-D view of flat rows, and the samples' shape (None for rows)."""
-    if isinstance(X, np.ndarray) or (
-        isinstance(X, list | tuple) and X and not is_batch_iterator(X)
-    ):
-        arr = X if isinstance(X, np.ndarray) else np.asarray(X)
-        if arr.ndim > 2:
-            return arr.reshape(arr.shape[0], -1), tuple(arr.shape[1:])
-    return X, None
-
-
-class SignCodeTransformer(TransformerMixin, BaseEstimator):
+class SignCodeTransformer(_NetReader, TransformerMixin, BaseEstimator):
     """Sign code of a fitted net: one bit per hidden unit, ``1[z > 0]``.
 
     For a sign-preserving activation ``phi`` every hidden unit splits as
@@ -137,7 +110,11 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         padding excluded when ``forward_kwargs`` returns an
         ``attention_mask``). Selected layers without a token axis (a
         pooler's (N, U) output, with ``layers="all"``) keep their units; a
-        token_pool with no token layer selected is an error.
+        token_pool with no token layer selected is an error. None on token
+        layers gives token-level codes: one row per real token (padding
+        left out as above; see :meth:`transform_tokens`, which also gives
+        each row's sequence and position), and then every selected layer
+        must have the token axis.
     forward_kwargs : callable, default=None
         For models whose forward does not take one tensor: called with a
         batch of X as a tensor on the net's device and returning the keyword
@@ -166,7 +143,10 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         called twice per forward gives ``name#1``; a residual block's S_out
         is named after the block, its S_int after the activations inside).
     n_bits_ : int
-        Number of bits per sample.
+        Number of bits per sample (per token for token-level codes).
+    per_token_ : bool
+        Whether the codes are token-level (``token_pool=None`` on token
+        layers): ``transform`` then gives one row per real token.
     n_features_in_ : int
         Number of features seen during fit (the flat size of a sample when
         the samples are images or other arrays).
@@ -249,13 +229,6 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     # -- fit -----------------------------------------------------------------
-    def _fit_dtype(self, est):
-        if self.forward_kwargs is not None:
-            return "numeric"
-        if isinstance(est, MLP_TYPES):
-            return [np.float64, np.float32]
-        return np.float32
-
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, **fit_params):
         """Fit (or check) the net and record which bits the code holds.
@@ -293,14 +266,20 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
             except NotFittedError as exc:
                 raise NotFittedError(
                     f"The estimator {type(est).__name__} passed to "
-                    "SignCodeTransformer with prefit=True is not fitted yet. Fit "
-                    "it first, or use prefit=False to let the transformer fit a "
-                    "clone."
+                    "SignCodeTransformer with prefit=True is not fitted. If you "
+                    "fitted it, a clone dropped the fit: GridSearchCV, "
+                    "cross_validate and cross_val_score clone every step, and "
+                    "clone copies a net's parameters, not its fitted weights. "
+                    "There, wrap the fitted net in "
+                    "sklearn.frozen.FrozenEstimator (its clone keeps the fit), or "
+                    "use prefit=False to let the transformer fit a clone of the "
+                    "net on each training split. Otherwise fit the net first."
                 ) from exc
             X = self._check_X(X, est, reset=True)
             fitted = deepcopy(est)
         else:
             base = _default_estimator(self.random_state) if est is None else est
+            _reject_empty_or_text(X)
             rows, shape = _split_sample_shape(X)
             self.sample_shape_ = shape
             rows = validate_data(self, rows, dtype=self._fit_dtype(base))
@@ -322,8 +301,9 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         if self.device is not None:
             (self._mlp_torch or torch_module(fitted)).to(self.device)
         self.estimator_ = fitted
-        layers, names = self._probe(X[: min(2, len(X))])
+        layers, names, per_token = self._probe(X[: min(2, len(X))])
         self.layers_ = layers
+        self.per_token_ = per_token
         self._feature_names = names
         self.n_bits_ = len(names)
         self._n_features_out = (
@@ -331,185 +311,8 @@ class SignCodeTransformer(TransformerMixin, BaseEstimator):
         )
         return self
 
-    def _check_readable(self, fitted):
-        if isinstance(fitted, MLP_TYPES):
-            if fitted.activation not in SIGN_PRESERVING_ACTIVATIONS and not (
-                self.allow_non_sign_preserving
-            ):
-                raise ValueError(
-                    f"{type(fitted).__name__}(activation={fitted.activation!r}) is "
-                    "not sign-preserving (its hidden outputs are always "
-                    f"positive), so it has no sign code; use one of "
-                    f"{SIGN_PRESERVING_ACTIVATIONS} or pass "
-                    "allow_non_sign_preserving=True "
-                    "to record the sign of the pre-activations anyway."
-                )
-            if len(fitted.coefs_) < 2:
-                raise ValueError(f"{type(fitted).__name__} has no hidden layer.")
-            return
-        if isinstance(fitted, nn.Module) or is_torch_net(fitted):
-            return
-        raise TypeError(
-            "SignCodeTransformer reads sksign or skorch nets (with a fitted "
-            "module_), torch nn.Modules and scikit-learn's MLPClassifier or "
-            f"MLPRegressor. Got {type(fitted).__name__} instead."
-        )
-
-    def _module_to_read(self):
-        """The module to run, its layers to record, and whether any may be
-        non-sign-preserving (a scikit-learn MLP's were checked at fit)."""
-        fitted = self.estimator_
-        if isinstance(fitted, MLP_TYPES):
-            idx = self._mlp_layers()
-            # fc{i}, hidden{i} pairs up to the last hidden layer read
-            module = self._mlp_torch[: 2 * (idx[-1] + 1)]
-            return module, [f"hidden{i}" for i in idx], True
-        return (
-            torch_module(fitted),
-            self.layers,
-            self.allow_non_sign_preserving,
-        )
-
-    # -- the code --------------------------------------------------------------
-    def _probe(self, X):
-        """Run one small batch to learn the layers and the bit names."""
-        out = {}
-
-        def grab(_, bits, rec):
-            out["layers"], out["names"] = list(rec.layers), rec.feature_names()
-
-        self._run_torch(X, grab)
-        return out["layers"], out["names"]
-
-    def _mlp_layers(self):
-        names = hidden_layer_names(self.estimator_)
-        n_hidden = len(names)
-        if self.token_pool is not None:
-            raise ValueError(
-                f"token_pool={self.token_pool!r} was given, but the hidden layers "
-                f"of {type(self.estimator_).__name__} give 2-D activations "
-                "(batch, units); token pooling needs (batch, tokens, units)."
-            )
-        spec = self.layers
-        if isinstance(spec, str) and spec in ("last", "all"):
-            return [n_hidden - 1] if spec == "last" else list(range(n_hidden))
-        items = [spec] if isinstance(spec, str | type) else list(spec)
-        chosen = set()
-        for item in items:
-            if not isinstance(item, str):
-                raise ValueError(
-                    f"layers of {type(self.estimator_).__name__} are given by "
-                    f"name ({', '.join(names)}), not by type; got {item!r}."
-                )
-            found = [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, item)]
-            if not found:
-                raise ValueError(
-                    f"layer {item!r} was not found in {type(self.estimator_).__name__}"
-                    f"; available: {', '.join(names)}."
-                )
-            chosen.update(found)
-        return sorted(chosen)
-
-    def _run_torch(self, X, write):
-        """Forward X batch by batch; ``write(rows, bits, recorder)`` per batch."""
-        fitted = self.estimator_
-        module, layers, allow_non_sign_preserving = self._module_to_read()
-        # float32 like the net's own predict; the module's dtype if it differs
-        device, dtype = device_and_dtype(
-            module,
-            device=self.device,
-            default_device=getattr(fitted, "device", None),
-        )
-        keep_integers = self.forward_kwargs is not None
-        with (
-            record_signs(
-                module,
-                layers,
-                conv_pool=self.conv_pool,
-                token_pool=self.token_pool,
-                residual=self.residual,
-                allow_non_sign_preserving=allow_non_sign_preserving,
-                to_cpu=False,
-            ) as rec,
-            torch.no_grad(),
-        ):
-            shape = self._module_sample_shape()
-            for rows in gen_batches(X.shape[0], self.batch_size):
-                xb = to_tensor(X[rows], device, dtype, keep_integers=keep_integers)
-                if shape is not None:
-                    xb = xb.reshape(len(xb), *shape)
-                if self.forward_kwargs is None:
-                    module(xb)
-                else:
-                    kwargs = self.forward_kwargs(xb)
-                    if not isinstance(kwargs, dict):
-                        raise TypeError(
-                            "forward_kwargs must return a dict of keyword "
-                            f"arguments; got {type(kwargs).__name__}."
-                        )
-                    kwargs = {
-                        k: v.to(device) if isinstance(v, torch.Tensor) else v
-                        for k, v in kwargs.items()
-                    }
-                    rec.attention_mask = kwargs.get("attention_mask")
-                    try:
-                        module(**kwargs)
-                    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
-                        if exc is rec.error:  # the recorder's own (NaN, shapes)
-                            raise
-                        wrapped = _same_type_error(
-                            exc,
-                            f"the forward of {type(module).__name__} failed with "
-                            f"the keyword arguments {sorted(kwargs)} returned by "
-                            f"forward_kwargs: {exc}",
-                        )
-                        if wrapped is None:
-                            raise
-                        raise wrapped from exc
-                bits = rec.pop_matrix()
-                write(rows, bits.cpu().numpy(), rec)
-
-    def _check_X(self, X, est, *, reset):
-        """Validate X; a 2-D numeric ndarray (memmaps too) is read lazily.
-
-        Such an array is only checked for its shape here; each batch is
-        converted and checked for NaN/inf when it is read, so a memmap is
-        never loaded whole. Samples with more than one axis (images
-        (N, C, H, W), token arrays) are validated as flat rows; their shape
-        is recorded at fit (``sample_shape_``) and must match afterwards.
-        """
-        X, shape = _split_sample_shape(X)
-        if reset:
-            self.sample_shape_ = shape
-        elif shape is not None and self.sample_shape_ not in (None, shape):
-            raise ValueError(
-                f"X has samples of shape {shape}, but {type(self).__name__} was "
-                f"fitted on samples of shape {self.sample_shape_}."
-            )
-        if (
-            isinstance(X, np.ndarray)
-            and X.ndim == 2
-            and X.dtype.kind in "biuf"
-            and X.shape[0] > 0
-        ):
-            validate_data(self, X[:1], reset=reset, dtype=None)
-            return X
-        return validate_data(self, X, reset=reset, dtype=self._fit_dtype(est))
-
-    def _module_sample_shape(self):
-        """The sample shape the read module takes, or None for flat rows.
-
-        sksign's nets and scikit-learn's MLPs take flat rows (the nets
-        reshape images themselves); a bare module or another skorch net gets
-        its batches back in the shape of the samples seen at fit.
-        """
-        shape = getattr(self, "sample_shape_", None)
-        if shape is None or isinstance(self.estimator_, (*SKSIGN_NETS, *MLP_TYPES)):
-            return None
-        return shape
-
     def transform(self, X):
-        """Sign code of each row of X.
+        """Sign code of each row of X (of each real token: see below).
 
         Parameters
         ----------
@@ -532,7 +335,9 @@ or iterator of arrays
         codes : ndarray of shape (n_samples, n_bits_) or (n_samples, ceil(n_bits_ / 8))
             uint8 bits, int8 signs or packed uint8 bytes (see ``output``); for
             an iterator, a generator of such arrays; for a Dask array, a lazy
-            Dask array.
+            Dask array. For token-level codes (``per_token_``) one row per
+            real token instead, as in :meth:`transform_tokens`, which also
+            says which sequence and token each row is.
         """
         check_is_fitted(self)
         if is_batch_iterator(X):
@@ -546,6 +351,7 @@ or iterator of arrays
                 )
             return stream_batches(self._transform_array, X)
         if is_dask_array(X):
+            self._reject_dask_tokens()
             container = _get_output_config("transform", self)["dense"]
             if container != "default":
                 raise ValueError(
@@ -556,7 +362,131 @@ or iterator of arrays
             return transform_blocks(self, X)
         return self._transform_array(X)
 
+    def transform_tokens(self, X):
+        """Token-level codes of X, and the (sequence, token) of each row.
+
+        With ``token_pool=None`` on layers with a token axis (``per_token_``
+        is True) the code is read per token: one row per real token of each
+        sequence (padding, where ``forward_kwargs`` returns an
+        ``attention_mask``, is left out), sequence by sequence and tokens in
+        order. ``transform`` returns the same rows; this method also returns
+        where each row comes from. It is a method rather than an attribute
+        set by ``transform`` because a scikit-learn transform must return
+        one 2-D array and leave the fitted estimator unchanged (a stored
+        index would also be wrong after the next call, or across threads).
+
+        In a Pipeline, the token rows feed steps that need no ``y`` (PCA,
+        clustering) or the k-NN of :mod:`sksign.estimators` fitted on
+        per-token targets, made with the index: ``y_tokens = y[index[:, 0]]``
+        (a label per sequence) or ``tags[index[:, 0], index[:, 1]]`` (one
+        per token position). A Pipeline that passes a ``y`` per sequence to
+        a later step needs ``token_pool="first"`` or ``"majority"`` instead.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or iterator of arrays
+            Samples (token ids from
+            :func:`~sksign.transformers.tokenize_to_array`, for a Hugging
+            Face model), as in :meth:`transform`. An iterator of row batches
+            (a generator over a memmap, say) gives a generator of ``(codes,
+            index)`` per batch, computed as it is consumed: memory stays that
+            of one batch, however long the corpus. The index then counts the
+            sequences across batches.
+
+        Returns
+        -------
+        codes : ndarray of shape (n_tokens, n_bits_) or (n_tokens, ceil(n_bits_ / 8))
+            The code of each real token (see ``output``).
+        index : ndarray of shape (n_tokens, 2), dtype int64
+            ``(sequence, token position)`` of each row: the row of X and the
+            token's column (its position in the model's token axis).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import torch
+        >>> from torch import nn
+        >>> from sksign.transformers import hf_sign_code_transformer
+        >>> class TinyEncoder(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.embed = nn.Embedding(128, 8)
+        ...         self.act = nn.GELU()
+        ...     def forward(self, input_ids, attention_mask):
+        ...         return self.act(self.embed(input_ids))
+        >>> _ = torch.manual_seed(0)
+        >>> X = np.array([[101, 7, 102, 0], [101, 9, 12, 102]])  # 0 pads
+        >>> sct = hf_sign_code_transformer(
+        ...     TinyEncoder(), pad_token_id=0, layers="act", token_pool=None
+        ... ).fit(X)
+        >>> codes, index = sct.transform_tokens(X)
+        >>> codes.shape, index.tolist()
+        ((7, 8), [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2], [1, 3]])
+        """
+        check_is_fitted(self)
+        if not self.per_token_:
+            raise ValueError(
+                "transform_tokens reads token-level codes, but this "
+                f"{type(self).__name__} gives one code per sample (token_pool="
+                f"{self.token_pool!r}"
+                + ("" if self.token_pool else ", on layers without a token axis")
+                + "). Use token_pool=None on layers with a token axis (batch, "
+                "tokens, units), or transform."
+            )
+        if is_batch_iterator(X):
+            return self._stream_tokens(X)
+        if is_dask_array(X):
+            self._reject_dask_tokens()
+        codes, index, _ = self._token_codes(X)
+        return codes, index
+
+    def _stream_tokens(self, batches):
+        start = 0
+        for batch in batches:
+            codes, index, n = self._token_codes(batch, start)
+            start += n
+            yield codes, index
+
+    def _reject_dask_tokens(self):
+        if self.per_token_:
+            raise ValueError(
+                "token-level codes (token_pool=None) of a Dask array are not "
+                "supported: the rows of a block depend on its padding. Pass an "
+                "iterator of row batches to transform_tokens instead."
+            )
+
+    def _encode(self, bits):
+        """Bits (n, n_bits) bool as the rows of ``output``."""
+        if self.output == "packed":
+            return np.packbits(bits, axis=1)
+        if self.output == "signs":
+            return np.subtract(np.multiply(bits, 2, dtype=np.int8), 1)
+        return bits.view(np.uint8)
+
+    def _check_layers(self, rec):
+        if rec.layers != self.layers_:
+            raise RuntimeError(
+                f"the net gave the layers {rec.layers}, but {self.layers_} at fit "
+                "time; was the module changed after fit?"
+            )
+
+    def _token_codes(self, X, start=0):
+        """``(codes, index, n_sequences)`` of token-level codes, sequence
+        indices counted from `start`."""
+        X = self._check_X(X, self.estimator_, reset=False)
+        codes, index = [], []
+
+        def write(rows, bits, rec, idx):
+            self._check_layers(rec)
+            codes.append(self._encode(bits))
+            index.append(idx)
+
+        self._run_torch(X, write, start)
+        return np.concatenate(codes), np.concatenate(index), X.shape[0]
+
     def _transform_array(self, X):
+        if self.per_token_:
+            return self._token_codes(X)[0]
         X = self._check_X(X, self.estimator_, reset=False)
         n = X.shape[0]
         if self.output == "packed":
@@ -564,20 +494,10 @@ or iterator of arrays
         else:
             dtype = np.int8 if self.output == "signs" else np.uint8
             out = np.empty((n, self.n_bits_), dtype=dtype)
-        layers = self.layers_
 
-        def write(rows, bits, rec):
-            if rec is not None and rec.layers != layers:
-                raise RuntimeError(
-                    f"the net gave the layers {rec.layers}, but {layers} at fit "
-                    "time; was the module changed after fit?"
-                )
-            if self.output == "packed":
-                out[rows] = np.packbits(bits, axis=1)
-            elif self.output == "signs":
-                np.subtract(np.multiply(bits, 2, dtype=np.int8), 1, out=out[rows])
-            else:
-                out[rows] = bits
+        def write(rows, bits, rec, index):
+            self._check_layers(rec)
+            out[rows] = self._encode(bits)
 
         self._run_torch(X, write)
         return out

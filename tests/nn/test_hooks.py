@@ -557,6 +557,38 @@ def test_token_pooling_first_and_majority():
     assert bits.tolist() == [[True]]
 
 
+def test_keep_tokens_records_one_code_per_token():
+    """Check keep_tokens: (N, T, n_bits) per-token bits, and mixed layers raise."""
+    net = nn.Sequential(nn.Linear(3, 5), nn.GELU(), nn.Linear(5, 2), nn.ReLU())
+    x = torch.randn(6, 4, 3)
+    with torch.no_grad():
+        h = net[0](x)
+        z2 = net[2](net[1](h))
+    with record_signs(net, "all", keep_tokens=True) as rec, torch.no_grad():
+        net(x)
+        net(x[:2])
+    assert rec.per_token
+    assert rec.n_bits == 7
+    bits = rec.pop_matrix()
+    assert bits.shape == (8, 4, 7)
+    expected = torch.cat([h > 0, z2 > 0], dim=2)
+    assert torch.equal(bits[:6], expected)
+    assert torch.equal(bits[6:], expected[:2])
+    # a 2-D layer beside token layers has no per-token code
+    mixed = nn.Sequential(nn.Linear(3, 5), nn.GELU(), nn.Flatten(), nn.ReLU())
+    with pytest.raises(ValueError, match=r"layer '3' gives a 2-D.*token layer '1'"):
+        with record_signs(mixed, "all", keep_tokens=True), torch.no_grad():
+            mixed(x)
+    # without a token axis, keep_tokens changes nothing
+    flat = _token_net()
+    with record_signs(flat, "all", keep_tokens=True) as rec, torch.no_grad():
+        flat(x[:, 0])
+    assert not rec.per_token
+    assert rec.pop_matrix().shape == (6, 5)
+    _assert_clean(net)
+    _assert_clean(mixed)
+
+
 def test_token_pool_errors():
     """Check that token_pool on 2-D and no token_pool on 3-D activations raise."""
     net = _token_net()

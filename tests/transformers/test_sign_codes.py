@@ -348,9 +348,37 @@ def test_forward_kwargs_token_ids_and_majority():
             model, token_pool=pool, forward_kwargs=to_kwargs, batch_size=3
         )
         np.testing.assert_array_equal(tr.fit(ids).transform(ids), exp)
-    with pytest.raises(ValueError, match="3-D activation"):
-        SignCodeTransformer(model, forward_kwargs=to_kwargs).fit(ids)
+    # token_pool=None: one row per real token, in order, with its index
+    tr = SignCodeTransformer(model, forward_kwargs=to_kwargs, batch_size=3).fit(ids)
+    codes, index = tr.transform_tokens(ids)
+    np.testing.assert_array_equal(index, np.argwhere(ids != 0))
+    np.testing.assert_array_equal(codes, pos[ids != 0])
+    np.testing.assert_array_equal(tr.transform(ids), codes)
     _assert_clean(model)
+
+
+def test_token_codes_without_mask_keep_every_token():
+    """Check token_pool=None on (N, T, D) samples and no mask: every token."""
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU())
+    X = np.random.RandomState(0).randn(6, 5, 3).astype(np.float32)
+    tr = SignCodeTransformer(net, batch_size=4).fit(X)
+    codes, index = tr.transform_tokens(X)
+    assert tr.per_token_
+    assert tr.sample_shape_ == (5, 3)
+    assert index.tolist() == [[i, t] for i in range(6) for t in range(5)]
+    with torch.no_grad():
+        pos = (net[0](torch.from_numpy(X)) > 0).numpy()
+    np.testing.assert_array_equal(codes, pos.reshape(30, 4))
+    # a net without token axis has no token codes
+    flat = SignCodeTransformer(net).fit(X[:, 0])
+    with pytest.raises(ValueError, match="on layers without a token axis"):
+        flat.transform_tokens(X[:, 0])
+    _assert_clean(net)
+    # a Dask array's blocks would have rows that depend on their padding
+    da = pytest.importorskip("dask.array")
+    for method in (tr.transform, tr.transform_tokens):
+        with pytest.raises(ValueError, match="Dask array are not supported"):
+            method(da.from_array(X.reshape(6, 15), chunks=3))
 
 
 class Block(nn.Module):

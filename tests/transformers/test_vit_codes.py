@@ -168,8 +168,16 @@ def test_vit_mixed_token_and_flat_layers(vit, digits):
     # ... but a token_pool with no token layer at all is a mistake
     with pytest.raises(ValueError, match=r"token_pool='majority' was given.*2-D"):
         SignCodeTransformer(vit, layers="last", token_pool="majority").fit(X)
-    with pytest.raises(ValueError, match="3-D activation"):
+    # ... and token-level codes (token_pool=None) need token layers only
+    with pytest.raises(ValueError, match=r"layer 'pre_logits.1' gives a 2-D"):
         SignCodeTransformer(vit, layers="all").fit(X)
+    tokens = SignCodeTransformer(vit, layers=BLOCK_ACTS).fit(X)
+    codes, index = tokens.transform_tokens(X)
+    assert tokens.per_token_
+    assert index.tolist() == [[i, t] for i in range(len(X)) for t in range(5)]
+    np.testing.assert_array_equal(
+        codes, np.concatenate([z0 > 0, z1 > 0], axis=2).reshape(len(X) * 5, -1)
+    )
     # the patch embedding is a conv map (N, 32, 2, 2): 4 bits per channel
     conv = SignCodeTransformer(vit, layers="patch_embed").fit(X)
     assert conv.transform(X).shape == (len(X), 4 * 32)

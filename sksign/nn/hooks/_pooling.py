@@ -126,6 +126,7 @@ def pool_signs(
     conv_pool: str = "quadrant",
     token_pool: str | None = None,
     attention_mask: torch.Tensor | None = None,
+    keep_tokens: bool = False,
 ) -> tuple[torch.Tensor, CodeLayout]:
     """Pool a boolean map ``z > 0`` of one layer into a (N, n_bits) bool matrix.
 
@@ -147,13 +148,17 @@ def pool_signs(
         For (N, T, U): "first" keeps token 0 (a CLS token); "majority" takes
         the majority sign over the tokens (ties to +1), over the non-padding
         tokens when `attention_mask` is given. Required for 3-D activations
-        and an error for 2-D ones.
+        (unless `keep_tokens`) and an error for 2-D ones.
     attention_mask : torch.Tensor of shape (N, T), default=None
         Nonzero for real tokens, 0 for padding.
+    keep_tokens : bool, default=False
+        For (N, T, U) without a `token_pool`: keep the bits of every token,
+        (N, T, U), instead of raising (token-level codes; padding is left to
+        the caller, who holds the mask).
 
     Returns
     -------
-    bits : torch.Tensor of bool, shape (N, n_bits)
+    bits : torch.Tensor of bool, shape (N, n_bits), or (N, T, U) for kept tokens
     layout : CodeLayout
         How the bits are laid out (see :class:`CodeLayout`).
 
@@ -178,6 +183,8 @@ def pool_signs(
             )
         return pos, CodeLayout("unit", (pos.shape[1],))
     if pos.dim() == 3:
+        if token_pool is None and keep_tokens:
+            return pos, CodeLayout("unit", (pos.shape[2],))
         if token_pool is None:
             raise ValueError(
                 f"layer {name!r} gives a 3-D activation of shape "
@@ -250,6 +257,7 @@ def layer_code(
     conv_pool: str,
     token_pool: str | None,
     attention_mask: torch.Tensor | None,
+    keep_tokens: bool = False,
 ) -> tuple[torch.Tensor, CodeLayout]:
     """Code of one layer call from its pre-activation `z` (or ``z > 0``).
 
@@ -272,4 +280,5 @@ def layer_code(
         conv_pool=conv_pool,
         token_pool=token_pool,
         attention_mask=attention_mask,
+        keep_tokens=keep_tokens,
     )

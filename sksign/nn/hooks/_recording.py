@@ -80,6 +80,9 @@ class SignRecorder:
     attention_mask : torch.Tensor or None
         Padding mask (N, T) used by ``token_pool="majority"``; set it before
         each forward pass whose batch has padding.
+    keep_tokens : bool
+        Token activations (N, T, U) without a ``token_pool`` keep one code per
+        token: :meth:`pop_matrix` is then (N, T, n_bits).
     error : BaseException or None
         The exception a hook of this recorder raised last (NaN, shapes, ...),
         so that callers can tell it from an error of the net's own forward.
@@ -99,6 +102,7 @@ class SignRecorder:
     token_pool: str | None = None
     attention_mask: torch.Tensor | None = None
     to_cpu: bool = True
+    keep_tokens: bool = False
     #: keep only the last call of each layer per forward pass (layers="last")
     last_call_only: bool = False
     layers: list[str] = field(default_factory=list)
@@ -122,6 +126,18 @@ class SignRecorder:
         """Total number of bits per sample."""
         return sum(self.layouts[k].n_bits for k in self.layers)
 
+    @property
+    def per_token(self) -> bool:
+        """Whether the codes are per token (``keep_tokens`` and no
+        ``token_pool``, on token layers); known after the first forward."""
+        shapes = self._first_shapes
+        return (
+            self.keep_tokens
+            and self.token_pool is None
+            and bool(shapes)
+            and all(len(shape) == 3 for _, shape in shapes)
+        )
+
     def feature_names(self) -> list[str]:
         """One name per bit: ``<layer>_<unit>`` (``<layer>_c{c}q{q}`` for conv)."""
         return [n for k in self.layers for n in self.layouts[k].names(k)]
@@ -139,14 +155,15 @@ class SignRecorder:
     def pop_matrix(self) -> torch.Tensor:
         """Bits since the last pop as one (N, n_bits) bool matrix.
 
-        Columns follow :attr:`layers`, then each layer's units.
+        Columns follow :attr:`layers`, then each layer's units. Per-token
+        codes (:attr:`per_token`) are (N, T, n_bits).
         """
         parts = self.pop()
         if not parts:
             return torch.zeros((0, self.n_bits), dtype=torch.bool)
         if len(parts) == 1:
             return next(iter(parts.values()))
-        return torch.cat([parts[k] for k in self.layers], dim=1)
+        return torch.cat([parts[k] for k in self.layers], dim=-1)
 
     # -- called by the hooks -------------------------------------------------
     def _start_forward(self) -> None:
@@ -183,6 +200,7 @@ class SignRecorder:
             # token model (a pooler's (N, U) output) keep their units
             token_pool=self.token_pool if pos.dim() == 3 else None,
             attention_mask=self.attention_mask,
+            keep_tokens=self.keep_tokens,
         )
         known = self.layouts.get(key)
         if known is None:
@@ -227,6 +245,8 @@ class SignRecorder:
                 f"activation of shape {shape}; token pooling needs (batch, "
                 "tokens, units). Use token_pool=None or select token layers."
             )
+        if self._n_forward == 0 and self.keep_tokens and self.token_pool is None:
+            self._check_token_shapes()
         if self._n_forward > 0 and sorted(self._emitted) != sorted(self.layers):
             lost = sorted(set(self.layers) - set(self._emitted))
             raise RuntimeError(
@@ -234,6 +254,30 @@ class SignRecorder:
                 "not in this one; sign codes need the same layers every pass."
             )
         self._n_forward += 1
+
+    def _check_token_shapes(self) -> None:
+        """Per-token codes need every layer to have the same token axis."""
+        shapes = self._first_shapes
+        tokens = [(k, s) for k, s in shapes if len(s) == 3]
+        if not tokens:
+            return
+        flat = [(k, s) for k, s in shapes if len(s) != 3]
+        if flat:
+            (key, shape), (tkey, _) = flat[0], tokens[0]
+            raise ValueError(
+                f"token-level codes (token_pool=None) need every selected layer "
+                f"to have a token axis, but layer {key!r} gives a {len(shape)}-D "
+                f"activation of shape {shape} beside the token layer {tkey!r}; "
+                "select only token layers, or pool the tokens with "
+                "token_pool='first' or token_pool='majority'."
+            )
+        lengths = {s[:2] for _, s in tokens}
+        if len(lengths) > 1:
+            raise ValueError(
+                "token-level codes need the same (batch, tokens) in every "
+                f"selected layer; got {sorted(lengths)} from "
+                f"{[k for k, _ in tokens]}."
+            )
 
 
 def _make_input_hook(rec: SignRecorder, spec: str, name: str) -> Any:
@@ -307,6 +351,7 @@ def record_signs(
     residual: str = "out",
     allow_non_sign_preserving: bool = False,
     to_cpu: bool = True,
+    keep_tokens: bool = False,
 ) -> Iterator[SignRecorder]:
     """Record the sign bits of `layers` during forward passes of `module`.
 
@@ -349,7 +394,7 @@ def record_signs(
         other selected layers of a token model (a pooler's (N, U) output)
         keep their units, but at least one selected layer must have a token
         axis (a ValueError after the first forward pass otherwise). Without
-        it, a 3-D activation is an error.
+        it, a 3-D activation is an error, unless `keep_tokens`.
     attention_mask : torch.Tensor of shape (N, T), default=None
         Padding mask for ``token_pool="majority"``; change it per batch with
         ``recorder.attention_mask = mask``.
@@ -362,6 +407,12 @@ def record_signs(
         Move the bits to the CPU in the hook. False keeps them on the net's
         device until you pop them (one transfer per batch instead of one per
         layer).
+    keep_tokens : bool, default=False
+        With ``token_pool=None``, keep one code per token of the token
+        activations (N, T, U): ``pop_matrix()`` is then (N, T, n_bits) and
+        :attr:`SignRecorder.per_token` is True. Every selected layer must then
+        have the same token axis (a ValueError after the first forward pass
+        otherwise). Padding tokens are kept: drop them with the mask.
 
     Yields
     ------
@@ -420,6 +471,7 @@ def record_signs(
         token_pool=token_pool,
         attention_mask=attention_mask,
         to_cpu=to_cpu,
+        keep_tokens=keep_tokens,
         last_call_only=isinstance(layers, str) and layers == "last",
     )
     rec._specs = [name for _, name, _, _ in plan]
