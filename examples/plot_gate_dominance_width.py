@@ -30,6 +30,7 @@ them as a measurement, not a reproduction.
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import LogLocator, NullFormatter
 from sklearn.model_selection import train_test_split
 
 from sksign.datasets import load_digits
@@ -78,6 +79,13 @@ ax.set(
     ylabel="median Z1",
     title="Gate dominance vs width",
 )
+# one tick per width used, as plain numbers (a log axis would write 2x10^1)
+widths = sorted(table["width"].unique())
+ax.set_xticks(widths, [str(w) for w in widths])
+ax.set_xticks([], minor=True)
+ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 3, 5)))  # 0.1, 0.2, 0.3, 0.5, 1, ...
+ax.yaxis.set_major_formatter("{x:g}")
+ax.yaxis.set_minor_formatter(NullFormatter())
 ax.legend()
 fig.tight_layout()
 

@@ -87,6 +87,10 @@ ax.errorbar(
     label="alpha0 * alpha1 = 4 (soft step)",
 )
 ax.set_xscale("log")
+# one tick per alpha0 used, as plain numbers (a log axis would write 2x10^0)
+alpha0 = sorted(results["alpha0"].unique())
+ax.set_xticks(alpha0, [f"{a:g}" for a in alpha0])
+ax.set_xticks([], minor=True)
 ax.set(xlabel="alpha0", ylabel="3-fold CV accuracy (exact step)")
 ax.legend()
 fig.tight_layout()

@@ -68,14 +68,23 @@ print(records[0].prompt)
 # Firing rate of every concept on every class, and what the top concepts
 # look at: the mean test image where the concept fires minus where it does
 # not.
-rates = np.array([[r.class_rates[c] for c in sorted(r.class_rates)] for r in records])
+classes = sorted(records[0].class_rates)
+rates = np.array([[r.class_rates[c] for c in classes] for r in records])
 fig, (ax0, *axes) = plt.subplots(
-    1, 5, figsize=(13, 3.5), gridspec_kw={"width_ratios": [3, 1, 1, 1, 1]}
+    1,
+    5,
+    figsize=(14, 3.5),
+    gridspec_kw={"width_ratios": [3, 1, 1, 1, 1]},
+    layout="constrained",
 )
-ax0.imshow(rates.T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+im = ax0.imshow(rates.T, aspect="auto", cmap="viridis", vmin=0, vmax=1)
+ax0.set_yticks(range(len(classes)), classes)
 ax0.set(
-    xlabel="concept (by specificity)", ylabel="class", title="firing rate per class"
+    xlabel="concept rank (most specific first)",
+    ylabel="class",
+    title="firing rate per class",
 )
+fig.colorbar(im, ax=ax0, label="firing rate")
 for ax, r in zip(axes, records[:4]):
     on = concepts[:, r.index] == 1
     diff = (
@@ -83,9 +92,9 @@ for ax, r in zip(axes, records[:4]):
         if on.any() and (~on).any()
         else np.zeros(X_test.shape[1])
     )
-    ax.imshow(diff.reshape(8, 8), cmap="RdBu_r", vmin=-0.5, vmax=0.5)
+    im = ax.imshow(diff.reshape(8, 8), cmap="RdBu_r", vmin=-0.5, vmax=0.5)
     ax.set(title=f"concept {r.index}", xticks=[], yticks=[])
-fig.tight_layout()
+fig.colorbar(im, ax=axes, label="fires minus not (mean pixel)")
 
 # %%
 # A namer turns each record into a name; any callable works, an LLM client

@@ -91,10 +91,13 @@ ax.imshow(
 bounds = np.flatnonzero(np.diff(y_test[order])) + 0.5
 for b in bounds:
     ax.axvline(b, color="tab:red", lw=0.6)
+# one tick per class, in the middle of its block
+edges = np.concatenate([[-0.5], bounds, [len(order) - 0.5]])
+ax.set_xticks((edges[:-1] + edges[1:]) / 2, np.unique(y_test))
 ax.set(
-    xlabel="test samples, sorted by class (red lines)",
+    xlabel="test samples, grouped by class (red lines)",
     ylabel="hidden unit (sorted)",
-    title="Sign bits of the last hidden layer",
+    title="Sign bits of the last hidden layer (black = 1)",
 )
 fig.tight_layout()
 

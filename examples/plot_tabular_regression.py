@@ -34,6 +34,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import LogLocator, NullFormatter
 from sklearn.base import clone
 from sklearn.datasets import make_friedman1
 from sklearn.ensemble import HistGradientBoostingRegressor
@@ -159,6 +160,12 @@ for name, values in risks.items():
     rate = np.polyfit(np.log(sizes), np.log(values), 1)[0]
     ax.loglog(sizes, values, "o-", label=f"{name} (slope {rate:.2f})")
 ax.set(xlabel="training rows n", ylabel="excess risk", title="make_friedman1")
+# one tick per n used, and plain numbers on both axes (not 2x10^3)
+ax.set_xticks(sizes, [str(n) for n in sizes])
+ax.set_xticks([], minor=True)
+ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 3, 5)))  # 0.1, 0.2, 0.3, 0.5, 1, ...
+ax.yaxis.set_major_formatter("{x:g}")
+ax.yaxis.set_minor_formatter(NullFormatter())
 ax.grid(True, which="both", alpha=0.3)
 ax.legend()
 fig.tight_layout()

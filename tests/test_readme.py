@@ -34,3 +34,32 @@ def test_readme_pipeline_reads_the_nets_codes(quickstart_namespace):
     pipe, X_test, y_test = ns["pipe"], ns["X_test"], ns["y_test"]
     assert pipe.named_steps["codes"].n_bits_ == 256
     assert pipe.score(X_test, y_test) > 0.5
+
+
+def _section(text, title):
+    start = text.index(f"\n## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def test_readme_install_for_users():
+    """Check the Install section follows the two opening commands and matches
+    the Makefile's torch pin and pyproject's extras."""
+    tomllib = pytest.importorskip("tomllib")
+    text = README.read_text()
+    root = README.parent
+    # the two opening commands stay first
+    first = re.search(r"```bash\n(.*?)```", text, re.S).group(1).splitlines()
+    assert [line.split()[:2] for line in first] == [["make", "demo"], ["make", "test"]]
+    assert text.index("## Two commands") < text.index("## Install")
+    assert text.index("## Install") < text.index("## Quickstart")
+    install = _section(text, "Install")
+    pin = re.search(r"^TORCH_PIN \?= (\S+)$", (root / "Makefile").read_text(), re.M)
+    index = "--index-url https://download.pytorch.org/whl/cpu"
+    assert f"pip install {pin.group(1)} {index}" in install
+    assert "pip install sksign" in install
+    assert "pip install ." in install
+    with open(root / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    for name in extras:
+        assert f"`{name}`" in install, name

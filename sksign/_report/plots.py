@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import LogFormatter
 
 from sksign.nn import htaf, htaf_alpha0_min
 
@@ -23,6 +24,38 @@ __all__ = [
 ]
 
 _MARKERS = "osd^v<>pPX*"
+_LINESTYLES = ("-", "--", ":", "-.")
+# The panels of plot_interventions, in the order the captions name them.
+_KIND_ORDER = ("sign_flip", "magnitude")
+
+
+def _ticks_at(axis, values):
+    """Tick a log `axis` at `values` only, labelled as plain numbers.
+
+    A log axis labels 1, 2, 3 as ``10^0, 2x10^0, 3x10^0`` and crowds its minor
+    labels together (``3x10^1 4x10^1``); an axis over a handful of settings
+    (widths, alpha0) reads best with one tick per setting used.
+    """
+    values = sorted({float(v) for v in values})
+    axis.set_ticks(values, labels=[f"{v:g}" for v in values])
+    axis.set_ticks([], minor=True)
+
+
+class _PlainLogFormatter(LogFormatter):
+    """The labels LogFormatter picks, written as plain numbers (0.1, 20)."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
+def _plain_log_labels(axis):
+    """Label a log `axis` with plain numbers (``20``, ``0.1``), not ``2x10^1``.
+
+    Decades are labelled; so are the minor ticks when the axis spans too few
+    decades to show one, as matplotlib's own log labels do.
+    """
+    axis.set_major_formatter(_PlainLogFormatter())
+    axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
 
 
 def htaf_and_derivative(x, alpha0, alpha1):
@@ -92,8 +125,15 @@ def plot_epsilon_bound(eps_values=(0.05, 0.1, 0.2)):
 
 
 def plot_interventions(curves, alphas):
-    """Accuracy vs alpha; `curves` maps (activation, kind, definition) -> accs."""
-    kinds = sorted({k for _, k, _ in curves})
+    """Accuracy vs alpha; `curves` maps (activation, kind, definition) -> accs.
+
+    One panel per kind (sign flip first); the colour is the activation, the
+    line style and the marker the definition, so that the legend tells the two
+    definitions of a kind apart.
+    """
+    present = {k for _, k, _ in curves}
+    kinds = [k for k in _KIND_ORDER if k in present]
+    kinds += sorted(present - set(_KIND_ORDER))
     fig, axes = plt.subplots(
         1, len(kinds), figsize=(5.5 * len(kinds), 4), squeeze=False
     )
@@ -101,16 +141,20 @@ def plot_interventions(curves, alphas):
     colors = {a: f"C{i}" for i, a in enumerate(acts)}
     for ax, kind in zip(axes[0], kinds):
         defs = sorted({d for _, k, d in curves if k == kind})
-        styles = dict(zip(defs, ["-", "--", ":", "-."]))
+        styles = {
+            d: (_LINESTYLES[i % len(_LINESTYLES)], _MARKERS[i % len(_MARKERS)])
+            for i, d in enumerate(defs)
+        }
         for (act, k, d), accs in curves.items():
             if k != kind:
                 continue
+            ls, marker = styles[d]
             ax.plot(
                 alphas,
                 accs,
-                styles[d],
-                marker="o",
-                ms=3,
+                ls=ls,
+                marker=marker,
+                ms=4,
                 color=colors[act],
                 label=f"{act}, {d}",
             )
@@ -118,10 +162,11 @@ def plot_interventions(curves, alphas):
         ax.set(
             xlabel="alpha (share of units intervened on)",
             ylabel="accuracy",
-            title=f"intervention: {kind}",
+            title=f"intervention: {kind.replace('_', ' ')}",
             ylim=(0, 1.02),
         )
-        ax.legend(fontsize=7)
+        # a longer handle than the default shows the dashes next to the marker
+        ax.legend(fontsize=7, handlelength=3.5)
     fig.tight_layout()
     return fig
 
@@ -142,6 +187,9 @@ def plot_gate_dominance_width(rows):
         ylabel="median Z1",
         title="Gate dominance vs width",
     )
+    if len(all_w):
+        _ticks_at(ax.xaxis, all_w)
+    _plain_log_labels(ax.yaxis)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
@@ -152,6 +200,7 @@ def plot_grid_search(alpha0, scores, stds):
     fig, ax = plt.subplots(figsize=(5.5, 4))
     ax.errorbar(alpha0, scores, yerr=stds, marker="o", capsize=3)
     ax.set_xscale("log")
+    _ticks_at(ax.xaxis, alpha0)
     ax.set(
         xlabel="alpha0 (alpha1 = 22 / alpha0)",
         ylabel="CV accuracy",

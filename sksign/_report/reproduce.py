@@ -37,7 +37,15 @@ from sksign._report.papers import configs
 from sksign._report.signcode_paper import reproduce_signcode
 from sksign._report.tables import human_duration, write_tables
 
-__all__ = ["run_reproduce"]
+__all__ = ["ROUNDING_NOTE", "run_reproduce"]
+
+#: What another CPU does to the tables, as measured (the footer of each table).
+ROUNDING_NOTE = (
+    "The same seeds give the same numbers on the same kind of CPU. Other vector "
+    "kernels (AVX2 vs AVX-512) or devices round differently, and training "
+    "carries the difference on: one run on an AVX-512 machine moved the htaf "
+    "table's HTAF BNN by 1.5 points. Read a difference of that size as noise."
+)
 
 _TITLES = {
     "signcode": "The Sign Code paper's tables at this scale",
@@ -121,9 +129,7 @@ def run_reproduce(
         f"{' ' + opts if opts else ''}` in {took} on {platform.machine()} "
         f"({torch.backends.cpu.get_cpu_capability()} kernels; device {device}, "
         f"{torch.get_num_threads()} torch thread(s)), torch {torch.__version__}. "
-        "The same seeds give the same numbers on the same kind of CPU; other "
-        "vector kernels (AVX2 vs AVX-512) round differently and can move the "
-        "last digits."
+        f"{ROUNDING_NOTE}"
     )
     write_tables(
         tables, out, table, f"{_TITLES[table]} ({scale} scale)", stream, footer
