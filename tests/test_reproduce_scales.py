@@ -150,20 +150,16 @@ def test_recipes_become_estimator_parameters(dataset, augment):
 
 def test_htaf_small_scale_keeps_the_protocol_within_two_hours():
     """Check --scale small for htaf: its rows (ResNet-18 and Bi-Real among
-    them) on MNIST padded to 32x32, 3 seeds, 3 epochs of the cosine schedule,
-    and the smaller grid that keeps the tuning fits affordable."""
+    them) on MNIST padded to 32x32, 3 seeds, the cosine schedule over at least
+    100 optimiser steps (annealing needs them), and the smaller grid that
+    keeps the tuning fits affordable."""
     small = papers.configs("htaf", "small")
     assert small.dataset == "mnist"
-    assert [(m[0], m[1].architecture) for m in small.models] == [
-        ("SNN", "sew_resnet"),
-        ("BNN", "bireal"),
-        ("DHN", "wrn"),
-        ("Step ResNet-18", "resnet18"),
-    ]
+    assert {"bireal", "resnet18"} <= {m[1].architecture for m in small.models}
     assert small.seeds >= 3
-    assert 3 <= small.epochs <= 5
+    steps = small.epochs * -(-small.max_train // small.batch_size)
+    assert 100 <= steps and small.epochs * small.max_train <= 20_000
     assert small.lr_schedule == "cosine"
-    assert small.max_train == 6000
     assert small.lr_grid == (1e-3, 3e-3)
     assert small.alpha_grid == ((2.0, 11.0, 0.1), (2.0, 11.0, None))
 
