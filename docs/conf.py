@@ -63,41 +63,18 @@ if os.environ.get("SKSIGN_DOCS_NO_GALLERY"):
     sphinx_gallery_conf["plot_gallery"] = "False"
 
 
-# -- api.rst: one autosummary block per public module, from its __all__ -----
-_API_SECTIONS = (
-    ("Estimators", "sksign.estimators"),
-    ("Transformers", "sksign.transformers"),
-    ("Scorers", "sksign.metrics"),
-    ("Sign geometry", "sksign.inspection"),
-    ("Packed-bit kernels", "sksign.kernels"),
-    ("Data sets", "sksign.datasets"),
-    ("Torch building blocks", "sksign.nn"),
-    ("Activations", "sksign.nn.activations"),
-    ("Networks", "sksign.nn.modules"),
-    ("Network factory", "sksign.nn.factory"),
-    ("Binary nets", "sksign.nn.binary"),
-    ("Spiking nets", "sksign.nn.spiking"),
-    ("ICBM network", "sksign.nn.icbm"),
-    ("Batch-independent readout", "sksign.nn.readout"),
-    ("Image augmentation", "sksign.nn.augment"),
-    ("Dask arrays", "sksign.distributed"),
-    ("Packed bit inference", "sksign.deploy"),
-    ("Hooks, capture and sign recording", "sksign.nn.hooks"),
-    ("Interventions on modules", "sksign.nn.interventions"),
-    ("Losses", "sksign.nn.losses"),
-    ("Deployment summary", "sksign.nn.summary"),
-)
-
-
+# -- api.rst: one autosummary block per public module, from sksign/_public.py
 def _write_api():
-    """Write api.rst from the ``__all__`` of each public module.
+    """Write api.rst from the table of public names (``sksign._public``).
 
-    An object re-exported by a package is listed once, under the package.
-    Module-level constants are left out (they are described in the pages of
-    the functions that use them).
+    A name re-exported by a later module is listed once, under the first
+    (``pack_bits`` under :mod:`sksign.kernels`). Module-level constants are
+    left out (they are described in the pages of the functions that use them).
     """
     import importlib
     import inspect
+
+    from sksign._public import sections
 
     seen = set()
     lines = [
@@ -106,22 +83,23 @@ def _write_api():
         "API reference",
         "=============",
         "",
-        "Generated from the ``__all__`` of each public module by ``docs/conf.py``.",
+        "Generated from the table of public names, ``sksign/_public.py``, by",
+        "``docs/conf.py``.",
         "",
     ]
-    for title, modname in _API_SECTIONS:
+    for title, modname, names in sections():
         try:
             mod = importlib.import_module(modname)
         except ImportError:
             continue
         entries = []
-        for name in getattr(mod, "__all__", []):
-            obj = getattr(mod, name, None)
-            if obj is None or not (inspect.isclass(obj) or callable(obj)):
+        for name in sorted(names):
+            if (names[name], name) in seen:
                 continue
-            if id(obj) in seen:
+            seen.add((names[name], name))
+            obj = getattr(mod, name)
+            if not (inspect.isclass(obj) or callable(obj)):
                 continue
-            seen.add(id(obj))
             template = "class.rst" if inspect.isclass(obj) else "function.rst"
             entries.append((template, name))
         if not entries:
@@ -138,15 +116,15 @@ def _write_api():
             "",
         ]
         for template in ("class.rst", "function.rst"):
-            names = sorted(n for t, n in entries if t == template)
-            if names:
+            names_ = sorted(n for t, n in entries if t == template)
+            if names_:
                 lines += [
                     ".. autosummary::",
                     "   :toctree: generated/",
                     f"   :template: {template}",
                     "",
                 ]
-                lines += [f"   {n}" for n in names] + [""]
+                lines += [f"   {n}" for n in names_] + [""]
     text = "\n".join(lines)
     path = HERE / "api.rst"
     if not path.exists() or path.read_text(encoding="utf-8") != text:

@@ -15,21 +15,11 @@ HTAFNetClassifier``) and from their subpackages (``sksign.estimators``,
 
 import importlib
 
+from sksign._public import SUBPACKAGES as _SUBPACKAGES
+from sksign._public import TOP_LEVEL as _PUBLIC
 from sksign._version import __version__
 
-#: public name -> the subpackage that defines it
-_PUBLIC = {
-    "HTAFNetClassifier": "sksign.estimators",
-    "HTAFNetRegressor": "sksign.estimators",
-    "ICBMClassifier": "sksign.estimators",
-    "SignKNNClassifier": "sksign.estimators",
-    "SignKNNRegressor": "sksign.estimators",
-    "SignCodeTransformer": "sksign.transformers",
-    "intervention_score": "sksign.metrics",
-    "gate_dominance": "sksign.metrics",
-}
-_SUBPACKAGES = ("datasets", "estimators", "metrics", "nn", "transformers")
-
+# The public names and their homes are declared in sksign/_public.py.
 __all__ = ["__version__", *_PUBLIC, *_SUBPACKAGES]
 
 

@@ -22,7 +22,7 @@ import pytest
 from scipy import io as sio
 
 from sksign import datasets
-from sksign.datasets import _files
+from sksign.datasets import _cifar_svhn, _files
 
 MNIST_TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 MNIST_TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
@@ -111,7 +111,7 @@ def _write_cifar10(root, *, style=4, sizes=(3, 2, 4, 1, 2), n_test=5):
     folder = root / "cifar-10-batches-py"
     folder.mkdir(parents=True, exist_ok=True)
     batches = {}
-    names = [*_files.CIFAR10_FILES["train"], "test_batch"]
+    names = [*_cifar_svhn.CIFAR10_FILES["train"], "test_batch"]
     for seed, (name, n) in enumerate(zip(names, [*sizes, n_test])):
         batches[name] = _cifar_batch(n, seed, {"labels": 10})
         _dump(folder / name, batches[name], style)
@@ -327,7 +327,7 @@ def test_cifar10_reads_batches_in_order(tmp_path, style, point_at):
     folder, batches = _write_cifar10(tmp_path, style=style)
     data_dir = folder if point_at == "folder" else tmp_path
     X, y = datasets.load_cifar10(data_dir)
-    names = _files.CIFAR10_FILES["train"]
+    names = _cifar_svhn.CIFAR10_FILES["train"]
     raw = np.concatenate([batches[n][b"data"] for n in names])
     labels = np.concatenate([batches[n][b"labels"] for n in names])
     assert X.shape == (12, 3, 32, 32)
@@ -455,7 +455,7 @@ def test_cifar_argument_errors(tmp_path):
 
 @pytest.mark.parametrize("subset", ["train", "test", "extra"])
 def test_svhn_reads_images_and_maps_ten_to_zero(tmp_path, subset):
-    X_mat, y_mat = _write_svhn(tmp_path, _files.SVHN_FILES[subset], n=11)
+    X_mat, y_mat = _write_svhn(tmp_path, _cifar_svhn.SVHN_FILES[subset], n=11)
     X, y = datasets.load_svhn(tmp_path, subset=subset)
     assert X.shape == (11, 3, 32, 32)
     assert X.dtype == np.float32

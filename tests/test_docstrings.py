@@ -6,42 +6,15 @@ import inspect
 
 import pytest
 
-#: the public modules whose ``__all__`` the API reference lists
-PUBLIC_MODULES = (
-    "sksign.estimators",
-    "sksign.transformers",
-    "sksign.metrics",
-    "sksign.inspection",
-    "sksign.kernels",
-    "sksign.distributed",
-    "sksign.deploy",
-    "sksign.datasets",
-    "sksign.nn",
-    "sksign.nn.activations",
-    "sksign.nn.modules",
-    "sksign.nn.factory",
-    "sksign.nn.summary",
-    "sksign.nn.binary",
-    "sksign.nn.spiking",
-    "sksign.nn.icbm",
-    "sksign.nn.readout",
-    "sksign.nn.augment",
-    "sksign.nn.hooks",
-    "sksign.nn.interventions",
-    "sksign.nn.losses",
-    "sksign.nn.resnet",
-    "sksign.nn.batchnorm",
-    "sksign.nn.vit",
-    "sksign.nn.bireal",
-    "sksign.nn.sew_resnet",
-)
+from sksign._public import sections
 
 
 def _public_objects():
+    """The public classes and functions of the table (sksign/_public.py)."""
     seen = {}
-    for modname in PUBLIC_MODULES:
+    for _, modname, names in sections():
         mod = importlib.import_module(modname)
-        for name in mod.__all__:
+        for name in names:
             obj = getattr(mod, name)
             if inspect.isclass(obj) or inspect.isfunction(obj):
                 seen.setdefault(id(obj), (f"{modname}.{name}", obj))

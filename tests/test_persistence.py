@@ -283,3 +283,21 @@ def test_skops_sign_knn_with_string_labels(tmp_path):
     assert untrusted == ["sksign.estimators._sign_knn.SignKNNClassifier"]
     loaded = sio.load(path, trusted=untrusted)
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+def test_a_regressor_pickled_under_its_former_module_loads():
+    """Check a pickle that names sksign.estimators._htaf_net.HTAFNetRegressor
+    (its home before the regressor got its own module) still loads."""
+    import pickle
+
+    from sksign.estimators import HTAFNetRegressor
+
+    reg = HTAFNetRegressor((4,), max_epochs=1, random_state=0)
+    # protocol 2 names a class by a GLOBAL line ("module\nname\n"), unframed
+    data = pickle.dumps(reg, protocol=2)
+    new, old = b"sksign.estimators._regressor\n", b"sksign.estimators._htaf_net\n"
+    assert new in data
+    data = data.replace(new, old)
+    again = pickle.loads(data)
+    assert type(again) is HTAFNetRegressor
+    assert again.get_params()["hidden_layer_sizes"] == (4,)

@@ -13,6 +13,7 @@ scaling stated in its docstring.
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.datasets._bundled import (
     AUTOMPG_FEATURES,
     docstring_sentences,
@@ -22,23 +23,8 @@ from sksign.datasets._bundled import (
     load_digits,
     load_mnist5k,
 )
-from sksign.datasets._files import (
-    load_cifar10,
-    load_cifar100,
-    load_mnist,
-    load_svhn,
-)
+from sksign.datasets._cifar_svhn import load_cifar10, load_cifar100, load_svhn
+from sksign.datasets._files import load_mnist
 
-__all__ = [
-    "AUTOMPG_FEATURES",
-    "docstring_sentences",
-    "load_autompg",
-    "load_breast_cancer",
-    "load_cifar10",
-    "load_cifar100",
-    "load_diabetes",
-    "load_digits",
-    "load_mnist",
-    "load_mnist5k",
-    "load_svhn",
-]
+# The public names are declared in sksign/_public.py.
+__all__ = public_names(__name__)

@@ -10,20 +10,12 @@ nets do).
 
 import importlib
 
-#: public name -> the module that defines it
-_PUBLIC = {
-    "AlphaAnnealing": "sksign.estimators._callbacks",
-    "ConceptRecord": "sksign.estimators._icbm",
-    "CosineSchedule": "sksign.estimators._step_recipe",
-    "HTAFNetClassifier": "sksign.estimators._htaf_net",
-    "HTAFNetRegressor": "sksign.estimators._htaf_net",
-    "ICBMClassifier": "sksign.estimators._icbm",
-    "RelaxationGap": "sksign.estimators._callbacks",
-    "SignKNNClassifier": "sksign.estimators._sign_knn",
-    "SignKNNRegressor": "sksign.estimators._sign_knn_regressor",
-}
+from sksign._public import PUBLIC, public_names
 
-__all__ = sorted(_PUBLIC)
+#: public name -> the module that defines it (declared in sksign/_public.py)
+_PUBLIC = PUBLIC["sksign.estimators"]
+
+__all__ = public_names("sksign.estimators")
 
 
 def __getattr__(name):

@@ -23,10 +23,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._compat import Interval, StrOptions
 from sksign._utils import reject_batch_iterator
-from sksign.distributed import is_dask_array
-from sksign.distributed._knn import (
+from sksign.distributed import (
     check_fit_rows,
     fit_shards,
+    is_dask_array,
     sharded_kneighbors,
     sharded_radius_neighbors,
 )

@@ -14,8 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sksign._compat import StrOptions, _fit_context, _get_weights
 from sksign._docstrings import Substitution
 from sksign._utils import is_batch_iterator, restore_state_on_error, stream_batches
-from sksign.distributed import is_dask_array
-from sksign.distributed._knn import sharded_predict
+from sksign.distributed import is_dask_array, sharded_predict
 from sksign.estimators._sign_knn_base import SIGN_KNN_DOCS, SignKNNBase
 
 __all__ = ["SignKNNRegressor"]

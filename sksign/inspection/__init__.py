@@ -11,6 +11,8 @@ from :mod:`sksign.metrics`.
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.inspection._sign_geometry import loo_purity, sign_gap
 
-__all__ = ["loo_purity", "sign_gap"]
+# The public names are declared in sksign/_public.py.
+__all__ = public_names(__name__)

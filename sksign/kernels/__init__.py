@@ -10,6 +10,7 @@ word-level functions.
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.kernels._packing import (
     as_bits,
     check_n_bits,
@@ -29,17 +30,8 @@ from sksign.kernels._words import (
     words_kneighbors,
 )
 
-__all__ = [
-    "as_bits",
-    "auto_batch_size",
-    "check_n_bits",
-    "check_packed",
-    "effective_n_threads",
-    "pack_bits",
-    "packed_hamming_distances",
-    "packed_kneighbors",
-    "packed_to_words",
-    "unpack_bits",
-    "words_hamming_distances",
-    "words_kneighbors",
-]
+# The public names are declared in sksign/_public.py. The others imported
+# here (as_bits, check_n_bits, check_packed, auto_batch_size,
+# effective_n_threads) are internal checkers: importable for sksign's own
+# modules (the k-NN estimators, sign geometry, deploy), not public.
+__all__ = public_names(__name__)

@@ -3,6 +3,7 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.inspection import loo_purity, sign_gap
 from sksign.metrics._gate_dominance import (
     GateDominanceReport,
@@ -22,18 +23,5 @@ from sksign.metrics.pairwise import (
     unpack_bits,
 )
 
-__all__ = [
-    "GateDominanceReport",
-    "gate_dominance",
-    "gate_dominance_from_activations",
-    "gate_dominance_report",
-    "intervention_score",
-    "loo_purity",
-    "make_gate_dominance_scorer",
-    "make_intervention_scorer",
-    "pack_bits",
-    "packed_hamming_distances",
-    "packed_kneighbors",
-    "sign_gap",
-    "unpack_bits",
-]
+# The public names are declared in sksign/_public.py.
+__all__ = public_names(__name__)

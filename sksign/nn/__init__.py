@@ -20,6 +20,7 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.nn._validation import check_n_concepts
 from sksign.nn.activations import (
     ACTIVATIONS,
@@ -86,58 +87,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "ACTIVATIONS",
-    "ARCHITECTURES",
-    "BACKBONES",
-    "HTAF",
-    "IMAGE_ARCHITECTURES",
-    "MLP",
-    "STEP_ACTIVATIONS",
-    "ActivationCapture",
-    "BiRealResNet18",
-    "BinaryConv2d",
-    "BinaryLinear",
-    "BinaryMLP",
-    "ICBMNet",
-    "IFNeuron",
-    "LIFNeuron",
-    "ResNet18",
-    "SEWResNet",
-    "STEHeaviside",
-    "ScaledSigmoid",
-    "SignRecorder",
-    "SmallCNN",
-    "SpikingMLP",
-    "StepActivation",
-    "VisionTransformer",
-    "WideResNet",
-    "activation_kind",
-    "architecture_arguments",
-    "batchnorm_layers",
-    "binary_sign",
-    "binary_summary",
-    "build_network",
-    "capture_activations",
-    "check_input_shape",
-    "check_n_concepts",
-    "find_activations",
-    "force_step_mode",
-    "forward_hooks",
-    "heaviside",
-    "htaf",
-    "htaf_alpha0_min",
-    "htaf_grid",
-    "htaf_product_limit",
-    "infer_input_shape",
-    "magnitude_randomization",
-    "make_activation",
-    "pool_signs",
-    "quadrant_bounds",
-    "recalibrate_batchnorm",
-    "record_signs",
-    "reference_magnitudes",
-    "resolve_layers",
-    "sign_flip",
-    "temporarily_eval",
-]
+# The public names are declared in sksign/_public.py. The others imported
+# here (check_n_concepts, check_input_shape) are internal checkers:
+# importable for sksign's own modules, not public.
+__all__ = public_names(__name__)

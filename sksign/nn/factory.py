@@ -38,7 +38,6 @@ __all__ = [
     "IMAGE_ARCHITECTURES",
     "architecture_arguments",
     "build_network",
-    "check_input_shape",
     "infer_input_shape",
 ]
 

@@ -34,14 +34,13 @@ from sksign.nn.hooks import temporarily_eval
 from sksign.nn.modules import SmallCNN, dense_stack
 from sksign.nn.readout import Readout
 
-# check_n_concepts keeps its old path (sksign.nn.icbm.check_n_concepts)
+# check_n_concepts stays importable from here (its old path), not public
 __all__ = [
     "BACKBONES",
     "ICBMNet",
     "ImageBackbone",
     "backbone_output_width",
     "build_backbone",
-    "check_n_concepts",
 ]
 
 #: Built-in backbone names accepted by :class:`ICBMNet`.

@@ -45,8 +45,8 @@ from sksign.nn.activations import (
 )
 from sksign.nn.readout import Readout
 
-# check_time_steps keeps its old public path (sksign.nn.spiking.check_time_steps)
-__all__ = ["IFNeuron", "SpikingMLP", "check_time_steps"]
+# check_time_steps stays importable from here (its old path), not public
+__all__ = ["IFNeuron", "SpikingMLP"]
 
 _RESETS = ("subtract", "zero")
 _CONNECTS = ("add", "none")

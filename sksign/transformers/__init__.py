@@ -3,6 +3,7 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.transformers._huggingface import (
     BERT_FFN_LAYERS,
     HFForwardKwargs,
@@ -12,11 +13,5 @@ from sksign.transformers._huggingface import (
 )
 from sksign.transformers._sign_codes import SignCodeTransformer
 
-__all__ = [
-    "BERT_FFN_LAYERS",
-    "HFForwardKwargs",
-    "SignCodeTransformer",
-    "hf_forward_kwargs",
-    "hf_sign_code_transformer",
-    "tokenize_to_array",
-]
+# The public names are declared in sksign/_public.py.
+__all__ = public_names(__name__)

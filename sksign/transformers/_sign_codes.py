@@ -33,8 +33,7 @@ from sksign._utils import (
     restore_state_on_error,
     stream_batches,
 )
-from sksign.distributed import is_dask_array
-from sksign.distributed._transform import transform_blocks
+from sksign.distributed import is_dask_array, transform_blocks
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn.hooks import CONV_POOLS, RESIDUAL_MODES, TOKEN_POOLS
 from sksign.transformers._reading import (
@@ -88,7 +87,10 @@ class SignCodeTransformer(_NetReader, TransformerMixin, BaseEstimator):
         (``nn.ReLU``, a residual block class). The bit of an activation
         module is the sign of its INPUT; that of any other module (a Linear
         or Conv layer, for nets that call ``F.relu``) the sign of its
-        OUTPUT. See :func:`sksign.nn.hooks.record_signs`.
+        OUTPUT. A module called several times per forward pass names its
+        calls ``name``, ``name#1``, ... in every mode, and ``"name#1"``
+        selects that call alone, so that a fitted ``layers_`` passed back
+        gives the same code. See :func:`sksign.nn.hooks.record_signs`.
     prefit : bool, default=False
         Whether `estimator` is already fitted. If True, ``fit`` checks that
         it is and stores a deep copy; if False it fits a clone.
@@ -139,9 +141,11 @@ class SignCodeTransformer(_NetReader, TransformerMixin, BaseEstimator):
     estimator_ : estimator or nn.Module
         The fitted net that is read (a deep copy when ``prefit=True``).
     layers_ : list of str
-        Names of the recorded codes in the order of their bits (a module
-        called twice per forward gives ``name#1``; a residual block's S_out
-        is named after the block, its S_int after the activations inside).
+        Names of the recorded codes in the order of their bits (call `k` of
+        a module called several times per forward is ``name#k``, also with
+        ``layers="last"``; a residual block's S_out is named after the
+        block, its S_int after the activations inside). Passed back as
+        `layers`, it gives the same codes and feature names.
     n_bits_ : int
         Number of bits per sample (per token for token-level codes).
     per_token_ : bool

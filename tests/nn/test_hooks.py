@@ -714,7 +714,7 @@ def test_last_is_the_last_activation_call_of_the_forward():
     with record_signs(net, "last") as rec, torch.no_grad():
         net(x)
         net(x[:3])
-    assert rec.layers == ["1.relu"]
+    assert rec.layers == ["1.relu#1"]
     bits = rec.pop_matrix()
     assert torch.equal(bits, torch.cat([calls[1], calls[1][:3]]))
     with record_signs(net, "all") as rec, torch.no_grad():

@@ -3,8 +3,10 @@
 Slow: each test trains a few small nets on scikit-learn's digits (X / 16),
 mean of 3 seeds. `python -m sksign reproduce htaf` prints the full comparison
 (digits and MNIST-5k, DHN / BNN / SNN, ICBM) into docs/_static/htaf_table.md.
-Claims that do not hold at this scale are marked xfail (strict) with the
-measured numbers in the reason.
+Claims that do not hold at this scale are strict xfails with the measured
+numbers in the reason, or, where the order of two close numbers moves with
+the split or the thread count, assertions of the measured values with a
+tolerance.
 """
 
 import numpy as np
@@ -55,20 +57,20 @@ def test_dhn_depth8_trains_without_batch_norm(digits):
     assert _mean_score(digits, activation="htaf", **_DEPTH8) > 0.6
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "Paper: HTAF beats SS on deep DHNs. At this scale the order depends on "
-        "the split: HTAF 0.82 vs SS 0.75 on the benchmark's 80/20 split, "
-        "HTAF 0.80 vs SS 0.85 on the tests' 75/25 split (depth 8, width 128, "
-        "15 epochs, 3 seeds)."
-    ),
-)
-def test_dhn_depth8_htaf_beats_scaled_sigmoid(digits):
-    """Check a depth-8 DHN (no BN) trains better with HTAF than with SS."""
+def test_dhn_depth8_htaf_and_scaled_sigmoid_train_alike(digits):
+    """Check a depth-8 DHN (no BN) trains alike with HTAF and with SS.
+
+    Paper: HTAF beats SS on deep DHNs. At this scale it does not hold either
+    way: the order depends on the split and on the thread count. Measured
+    (depth 8, width 128, 15 epochs, 3 seeds, the tests' 75/25 split): HTAF
+    0.862 vs SS 0.869 on one thread, 0.817 vs 0.829 on two, 0.80 vs 0.85 in
+    an earlier run; HTAF 0.82 vs SS 0.75 on the benchmark's 80/20 split.
+    Checked: both train (> 0.75) and lie within 7 points of each other.
+    """
     htaf = _mean_score(digits, activation="htaf", **_DEPTH8)
     ss = _mean_score(digits, activation="scaled_sigmoid", **_DEPTH8)
-    assert htaf > ss
+    assert min(htaf, ss) > 0.75
+    assert htaf == pytest.approx(ss, abs=0.07)
 
 
 def test_htaf_gradient_does_not_vanish_at_depth8(digits):
@@ -81,7 +83,8 @@ def test_htaf_gradient_does_not_vanish_at_depth8(digits):
     reason=(
         "Paper: scaled-sigmoid first-layer gradient norms < 1e-5 at depth 8. "
         "With PyTorch's default init (width 128, no BN) they are ~1, as large "
-        "as HTAF's (python -m sksign reproduce htaf)."
+        "as HTAF's: measured 1.13 for SS vs 1.09 for HTAF (seed 0, 128 digits; "
+        "python -m sksign reproduce htaf)."
     ),
 )
 def test_scaled_sigmoid_gradient_vanishes_at_depth8(digits):
@@ -108,7 +111,8 @@ def test_exact_step_loses_little(htaf_history):
     strict=True,
     reason=(
         "Paper: > 98% of HTAF outputs within 0.1 of 0/1 with alpha0 * alpha1 "
-        "~ 22. Measured 85% on digits after 15 epochs (width 128, depth 2)."
+        "~ 22. Measured 84.8% on digits after 15 epochs (width 128, depth 2, "
+        "seed 0)."
     ),
 )
 def test_htaf_binarization_rate_above_98_percent(htaf_history):

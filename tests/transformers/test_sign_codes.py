@@ -577,3 +577,73 @@ def test_forward_errors_keep_their_type_and_message():
     with pytest.raises(TwoArgError, match="the model's own error") as err:
         tr.transform(X)
     assert err.value.detail == "detail"
+
+
+class _BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock: one ReLU module called twice."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.conv1 = nn.Linear(width, width)
+        self.bn1 = nn.BatchNorm1d(width)
+        self.conv2 = nn.Linear(width, width)
+        self.bn2 = nn.BatchNorm1d(width)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + x)
+
+
+class _TinyResNet(nn.Module):
+    """A stem, two stages of one BasicBlock each, a linear head."""
+
+    def __init__(self, d=5, width=8):
+        super().__init__()
+        self.stem = nn.Linear(d, width)
+        self.layer1 = nn.Sequential(_BasicBlock(width))
+        self.layer2 = nn.Sequential(_BasicBlock(width))
+        self.fc = nn.Linear(width, 2)
+
+    def forward(self, x):
+        return self.fc(self.layer2(self.layer1(self.stem(x))))
+
+
+def test_a_module_called_twice_has_one_name_per_call_in_every_mode():
+    """Check the calls of a reused ReLU module are named ``name``, ``name#1``
+    whatever `layers` selects, and that ``layers_`` round-trips: fitted again
+    with ``layers=tr.layers_``, the codes and feature names are the same."""
+    torch.manual_seed(0)
+    X, _ = _data(d=5)
+    net = _TinyResNet().eval()
+    last = SignCodeTransformer(net, prefit=True).fit(X)
+    full = SignCodeTransformer(net, layers="all", prefit=True).fit(X)
+    named = SignCodeTransformer(net, layers=["layer2.0.relu"], prefit=True).fit(X)
+    assert last.layers_ == ["layer2.0.relu#1"]
+    assert full.layers_ == [
+        "layer1.0.relu",
+        "layer1.0.relu#1",
+        "layer2.0.relu",
+        "layer2.0.relu#1",
+    ]
+    assert named.layers_ == full.layers_[2:]
+    names_full = list(full.get_feature_names_out())
+    codes_full = full.transform(X)
+    # the last call's bits carry the same names and values in every mode
+    assert list(last.get_feature_names_out()) == names_full[-8:]
+    assert names_full[-8] == "layer2.0.relu#1_0"
+    np.testing.assert_array_equal(last.transform(X), codes_full[:, -8:])
+    np.testing.assert_array_equal(named.transform(X), codes_full[:, 16:])
+    for tr in (last, full, named):
+        again = SignCodeTransformer(net, layers=tr.layers_, prefit=True).fit(X)
+        assert again.layers_ == tr.layers_
+        assert again.n_bits_ == tr.n_bits_
+        assert list(again.get_feature_names_out()) == list(tr.get_feature_names_out())
+        np.testing.assert_array_equal(again.transform(X), tr.transform(X))
+    # one call by its key, and a call that does not happen
+    one = SignCodeTransformer(net, layers="layer1.0.relu#1", prefit=True).fit(X)
+    np.testing.assert_array_equal(one.transform(X), codes_full[:, 8:16])
+    with pytest.raises(ValueError, match=r"'layer1.0.relu#2'.*called 2 time"):
+        SignCodeTransformer(net, layers=["layer1.0.relu#2"], prefit=True).fit(X)
+    _assert_clean(net)

@@ -21,6 +21,7 @@ This package is torch only (no scikit-learn).
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+from sksign._public import public_names
 from sksign.nn.hooks._capture import (
     ActivationCapture,
     call_key,
@@ -39,21 +40,8 @@ from sksign.nn.hooks._pooling import (
 )
 from sksign.nn.hooks._recording import RESIDUAL_MODES, SignRecorder, record_signs
 
-__all__ = [
-    "CONV_POOLS",
-    "RESIDUAL_MODES",
-    "TOKEN_POOLS",
-    "ActivationCapture",
-    "CodeLayout",
-    "SignRecorder",
-    "activation_kind",
-    "call_key",
-    "capture_activations",
-    "find_activations",
-    "forward_hooks",
-    "pool_signs",
-    "quadrant_bounds",
-    "record_signs",
-    "resolve_layers",
-    "temporarily_eval",
-]
+# The public names are declared in sksign/_public.py. The others imported
+# here (call_key, CodeLayout and the option tuples CONV_POOLS, TOKEN_POOLS,
+# RESIDUAL_MODES) are internal: importable for sksign's own modules, not
+# public.
+__all__ = public_names(__name__)

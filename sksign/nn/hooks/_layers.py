@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from torch import nn
@@ -19,10 +20,46 @@ from sksign.nn.hooks._kinds import (
     sign_breaking_setting,
 )
 
-__all__ = ["resolve_layers"]
+__all__ = ["resolve_layers", "split_call"]
 
 #: What :func:`resolve_layers` takes.
 LayerSpec = str | type | tuple | Sequence[str | type]
+
+
+_CALL = re.compile(r"^(?P<name>.+)#(?P<call>\d+)$")
+
+
+def split_call(item: str, names: Iterable[str]) -> tuple[str, int | None]:
+    """``"name#k"`` -> ``("name", k)``: a module name with a call suffix.
+
+    Sign-code keys name call `k` of a module called several times per forward
+    pass ``name#k`` (:func:`~sksign.nn.hooks.call_key`); `item` is returned
+    as ``(item, None)`` when it is a module name itself or has no suffix.
+
+    Parameters
+    ----------
+    item : str
+        A layer name, as ``SignCodeTransformer.layers_`` lists them.
+    names : iterable of str
+        The module names of the net.
+
+    Returns
+    -------
+    name : str
+    call : int or None
+
+    Examples
+    --------
+    >>> split_call("block.relu#1", ["block", "block.relu"])
+    ('block.relu', 1)
+    >>> split_call("block.relu", ["block", "block.relu"])
+    ('block.relu', None)
+    """
+    names = set(names)
+    match = _CALL.match(item)
+    if item in names or match is None or match["name"] not in names:
+        return item, None
+    return match["name"], int(match["call"])
 
 
 def _is_pattern(name: str) -> bool:
@@ -72,14 +109,18 @@ def resolve_layers(
           ``nn.Sequential`` the forward order); a sigmoid or softmax after it
           (an output or gate) is passed over. :func:`record_signs` records
           only that module's last call of each forward pass (the S_out of a
-          residual block whose one ReLU module is called twice).
+          residual block whose one ReLU module is called twice), keyed by its
+          call as in "all" (``"block.relu#1"``).
         - "all": every sign-preserving activation module.
 
           With ``allow_non_sign_preserving=True`` both also consider sigmoid,
           softplus and the like. Without it, a LeakyReLU/PReLU/RReLU with a
           negative slope (or an ELU with a negative alpha) that "all" would
           cover, or that comes last, raises rather than being passed over.
-        - a name of ``named_modules()`` or a list of names. Names may hold
+        - a name of ``named_modules()`` or a list of names (for
+          :func:`record_signs`, a name may end with a call suffix ``#k``, as
+          sign-code keys do for a module called several times per forward
+          pass: ``"block.relu#1"`` keeps only that call). Names may hold
           fnmatch wildcards (``"encoder.layer.*.intermediate.*"``); a
           wildcard keeps only the sign-preserving activation modules it
           matches when it matches any (so it does not also pick the Linear

@@ -15,7 +15,7 @@ hook). The hooks are attached through :func:`forward_hooks`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,7 @@ from torch import nn
 
 from sksign.nn.hooks._capture import HookSpec, call_key, forward_hooks
 from sksign.nn.hooks._kinds import activation_kind
-from sksign.nn.hooks._layers import LayerSpec, resolve_layers
+from sksign.nn.hooks._layers import LayerSpec, resolve_layers, split_call
 from sksign.nn.hooks._pooling import (
     CONV_POOLS,
     TOKEN_POOLS,
@@ -71,12 +71,14 @@ class SignRecorder:
     layers : list of str
         Keys of the recorded codes, in forward order, fixed by the first
         forward pass. A key is a layer name; a module called several times in
-        one forward pass gives ``name``, ``name#1``, ...; a residual block's
+        one forward pass gives ``name``, ``name#1``, ... (call `k` is
+        ``name#k`` whichever calls are kept: with ``layers="last"`` the last
+        call of a module called twice is ``name#1``); a residual block's
         S_out is keyed by the block's name and its S_int by the names of the
         activations inside it.
     layouts : dict of str to CodeLayout
-        Shape of each layer's code (for :meth:`feature_names`; see
-        :class:`~sksign.nn.hooks.CodeLayout`).
+        Shape of each layer's code (for :meth:`feature_names`; an internal
+        ``CodeLayout``).
     attention_mask : torch.Tensor or None
         Padding mask (N, T) used by ``token_pool="majority"``; set it before
         each forward pass whose batch has padding.
@@ -105,10 +107,14 @@ class SignRecorder:
     keep_tokens: bool = False
     #: keep only the last call of each layer per forward pass (layers="last")
     last_call_only: bool = False
+    #: layer name -> the calls to keep (layers=["name#1"]); others keep all
+    only_calls: dict[str, frozenset[int]] = field(default_factory=dict)
     layers: list[str] = field(default_factory=list)
     layouts: dict[str, CodeLayout] = field(default_factory=dict)
     _store: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     _calls: dict[str, int] = field(default_factory=dict)
+    # layers="last": name -> (spec, key, bits, layout, shape) of its last call
+    _last: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     _emitted: list[str] = field(default_factory=list)
     _frames: dict[str, list[_Pending]] = field(default_factory=dict)
     _specs: list[str] = field(default_factory=list)
@@ -168,30 +174,25 @@ class SignRecorder:
     # -- called by the hooks -------------------------------------------------
     def _start_forward(self) -> None:
         self._calls = {}
+        self._last = {}
         self._emitted = []
         self._frames = {}
         self._spec_hits = dict.fromkeys(self._specs, 0)
 
     def _emit(self, spec: str, name: str, pos: torch.Tensor) -> None:
         """Record one call of a layer: `pos` is its pre-activation z, or the
-        bool map ``z > 0`` when that had to be taken early (residual blocks)."""
-        if self.last_call_only and self._calls.get(name):
-            # a module called again in this forward pass (one ReLU module used
-            # twice per residual block, a neuron over time steps): its last
-            # call is the code, so this call replaces the one kept before
-            self._store[name].pop()
-            self._emitted.remove(name)
-            self._spec_hits[spec] -= 1
-            self._calls[name] = 0
-            if self._n_forward == 0:  # its layout is the last call's too
-                self.layouts.pop(name)
-                self.layers.remove(name)
-                self._first_shapes = [f for f in self._first_shapes if f[0] != name]
+        bool map ``z > 0`` when that had to be taken early (residual blocks).
+
+        Call `k` of a layer in the forward pass is keyed ``call_key(name, k)``
+        (``name``, ``name#1``, ...) whichever calls are kept, so that a code's
+        names do not depend on `layers`.
+        """
         k = self._calls.get(name, 0)
         self._calls[name] = k + 1
+        only = self.only_calls.get(name)
+        if only is not None and k not in only:
+            return  # a call not asked for (layers=["name#1"]): counted only
         key = call_key(name, k)
-        if self._n_forward == 0:
-            self._first_shapes.append((key, tuple(pos.shape)))
         bits, layout = layer_code(
             pos,
             key,
@@ -202,6 +203,28 @@ class SignRecorder:
             attention_mask=self.attention_mask,
             keep_tokens=self.keep_tokens,
         )
+        if self.to_cpu:
+            bits = bits.cpu()
+        if self.last_call_only:
+            # a module called again in this forward pass (one ReLU module used
+            # twice per residual block, a neuron over time steps): its last
+            # call is the code, kept when the forward pass ends
+            self._last.pop(name, None)
+            self._last[name] = (spec, key, bits, layout, tuple(pos.shape))
+            return
+        self._keep(spec, key, bits, layout, tuple(pos.shape))
+
+    def _keep(
+        self,
+        spec: str,
+        key: str,
+        bits: torch.Tensor,
+        layout: CodeLayout,
+        shape: tuple[int, ...],
+    ) -> None:
+        """Store the bits of one call, checked against the first forward."""
+        if self._n_forward == 0:
+            self._first_shapes.append((key, shape))
         known = self.layouts.get(key)
         if known is None:
             if self._n_forward > 0:
@@ -216,13 +239,22 @@ class SignRecorder:
                 f"layer {key!r} gave a code of layout {layout} but {known} before; "
                 "sign codes need the same shapes every pass."
             )
-        if self.to_cpu:
-            bits = bits.cpu()
         self._store.setdefault(key, []).append(bits)
         self._emitted.append(key)
         self._spec_hits[spec] = self._spec_hits.get(spec, 0) + 1
 
     def _end_forward(self) -> None:
+        for entry in self._last.values():  # layers="last": the last calls
+            self._keep(*entry)
+        self._last = {}
+        for name, only in self.only_calls.items():
+            n_calls = self._calls.get(name, 0)
+            if max(only) >= n_calls:
+                raise ValueError(
+                    f"layer {call_key(name, max(only))!r} was asked for, but "
+                    f"{name!r} was called {n_calls} time(s) in the forward pass "
+                    f"(its calls are {[call_key(name, i) for i in range(n_calls)]})."
+                )
         missing = [s for s, hits in self._spec_hits.items() if hits == 0]
         if missing:
             raise ValueError(
@@ -340,6 +372,49 @@ def _make_block_hooks(
     return _block_pre_hook, _block_hook, _act_pre_hook_factory, _act_post_hook
 
 
+def _split_calls(
+    module: nn.Module, layers: LayerSpec
+) -> tuple[LayerSpec, dict[str, frozenset[int]]]:
+    """`layers` without call suffixes, and the calls it asks for by key.
+
+    ``["act", "act#2"]`` -> ``(["act", "act"], {"act": {0, 2}})``. A module
+    named only without a call suffix keeps all its calls; named with
+    suffixes, its plain name is the key of its first call (as
+    ``SignRecorder.layers`` lists them, so that they round-trip).
+    """
+    if isinstance(layers, str):
+        if layers in ("last", "all"):
+            return layers, {}
+        items = [layers]
+    elif isinstance(layers, Sequence) and not (
+        isinstance(layers, tuple) and all(isinstance(t, type) for t in layers)
+    ):
+        items = list(layers)
+    else:  # a type or a tuple of types
+        return layers, {}
+    names = [name for name, _ in module.named_modules() if name]
+    wanted: dict[str, set[int]] = {}
+    plain: set[str] = set()
+    stripped: list[Any] = []
+    for item in items:
+        if not isinstance(item, str):
+            stripped.append(item)
+            continue
+        name, call = split_call(item, names)
+        stripped.append(name)
+        if call is None:
+            plain.add(name)
+        else:
+            wanted.setdefault(name, set()).add(call)
+    if not wanted:
+        return layers, {}
+    only = {
+        name: frozenset(calls | ({0} if name in plain else set()))
+        for name, calls in wanted.items()
+    }
+    return stripped, only
+
+
 @contextmanager
 def record_signs(
     module: nn.Module,
@@ -386,7 +461,10 @@ def record_signs(
         The net; its own forward must be called (the recorder counts calls
         per forward pass from it).
     layers : "last", "all", str, type, tuple or list, default="last"
-        See :func:`resolve_layers`.
+        See :func:`resolve_layers`. A name with a call suffix (``"act#1"``,
+        as :attr:`SignRecorder.layers` names the calls of a module called
+        several times) keeps only that call; ``recorder.layers`` passed back
+        as `layers` gives the same code.
     conv_pool : {"quadrant", "flatten"}, default="quadrant"
         Pooling of conv maps; see :func:`pool_signs`.
     token_pool : {"first", "majority"} or None, default=None
@@ -441,6 +519,7 @@ def record_signs(
             f"token_pool must be one of {TOKEN_POOLS} or None. Got {token_pool!r} "
             "instead."
         )
+    layers, only_calls = _split_calls(module, layers)
     selected = resolve_layers(
         module, layers, allow_non_sign_preserving=allow_non_sign_preserving
     )
@@ -473,6 +552,7 @@ def record_signs(
         to_cpu=to_cpu,
         keep_tokens=keep_tokens,
         last_call_only=isinstance(layers, str) and layers == "last",
+        only_calls=only_calls,
     )
     rec._specs = [name for _, name, _, _ in plan]
     pre: list[HookSpec] = []

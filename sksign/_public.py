@@ -1,0 +1,302 @@
+"""The public surface of sksign, declared once.
+
+Each public module maps its public names to the module that defines them. The
+top-level names and lazy loading of :mod:`sksign`, the ``__all__`` of the
+subpackages, ``docs/api.rst`` (written by ``docs/conf.py``) and the tests'
+lists of public names are all made from this table; a name that is not here
+is internal, even when a package imports it for sksign's own modules.
+
+A name is documented under the first module that lists it (``pack_bits`` is
+public in :mod:`sksign.kernels` and re-exported by :mod:`sksign.metrics`).
+The nn submodules list only the names that :mod:`sksign.nn` does not
+re-export (their own ``__all__`` lists everything they define).
+
+:mod:`sksign.deploy` is being re-cut: its names are read from its
+``__init__`` (:func:`sections`), not declared here, and its ``__all__`` stays
+its own.
+
+Standard library only: ``import sksign`` reads this table.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import ast
+import functools
+from pathlib import Path
+
+#: (title in the API reference, public module, {public name: defining module})
+_SECTIONS = (
+    (
+        "Estimators",
+        "sksign.estimators",
+        {
+            "AlphaAnnealing": "sksign.estimators._callbacks",
+            "ConceptRecord": "sksign.estimators._concepts",
+            "CosineSchedule": "sksign.estimators._step_recipe",
+            "HTAFNetClassifier": "sksign.estimators._htaf_net",
+            "HTAFNetRegressor": "sksign.estimators._regressor",
+            "ICBMClassifier": "sksign.estimators._icbm",
+            "RelaxationGap": "sksign.estimators._callbacks",
+            "SignKNNClassifier": "sksign.estimators._sign_knn",
+            "SignKNNRegressor": "sksign.estimators._sign_knn_regressor",
+        },
+    ),
+    (
+        "Transformers",
+        "sksign.transformers",
+        {
+            "BERT_FFN_LAYERS": "sksign.transformers._huggingface",
+            "HFForwardKwargs": "sksign.transformers._huggingface",
+            "SignCodeTransformer": "sksign.transformers._sign_codes",
+            "hf_forward_kwargs": "sksign.transformers._huggingface",
+            "hf_sign_code_transformer": "sksign.transformers._huggingface",
+            "tokenize_to_array": "sksign.transformers._huggingface",
+        },
+    ),
+    (
+        "Scorers",
+        "sksign.metrics",
+        {
+            "GateDominanceReport": "sksign.metrics._gate_dominance",
+            "gate_dominance": "sksign.metrics._gate_dominance",
+            "gate_dominance_from_activations": "sksign.metrics._gate_dominance",
+            "gate_dominance_report": "sksign.metrics._gate_dominance",
+            "intervention_score": "sksign.metrics._interventions",
+            "loo_purity": "sksign.inspection._sign_geometry",
+            "make_gate_dominance_scorer": "sksign.metrics._gate_dominance",
+            "make_intervention_scorer": "sksign.metrics._interventions",
+            "pack_bits": "sksign.kernels._packing",
+            "packed_hamming_distances": "sksign.kernels._pairwise",
+            "packed_kneighbors": "sksign.kernels._pairwise",
+            "sign_gap": "sksign.inspection._sign_geometry",
+            "unpack_bits": "sksign.kernels._packing",
+        },
+    ),
+    (
+        "Sign geometry",
+        "sksign.inspection",
+        {
+            "loo_purity": "sksign.inspection._sign_geometry",
+            "sign_gap": "sksign.inspection._sign_geometry",
+        },
+    ),
+    (
+        "Packed-bit kernels",
+        "sksign.kernels",
+        {
+            "pack_bits": "sksign.kernels._packing",
+            "packed_hamming_distances": "sksign.kernels._pairwise",
+            "packed_kneighbors": "sksign.kernels._pairwise",
+            "packed_to_words": "sksign.kernels._packing",
+            "unpack_bits": "sksign.kernels._packing",
+            "words_hamming_distances": "sksign.kernels._words",
+            "words_kneighbors": "sksign.kernels._words",
+        },
+    ),
+    (
+        "Data sets",
+        "sksign.datasets",
+        {
+            "AUTOMPG_FEATURES": "sksign.datasets._bundled",
+            "docstring_sentences": "sksign.datasets._bundled",
+            "load_autompg": "sksign.datasets._bundled",
+            "load_breast_cancer": "sksign.datasets._bundled",
+            "load_cifar10": "sksign.datasets._cifar_svhn",
+            "load_cifar100": "sksign.datasets._cifar_svhn",
+            "load_diabetes": "sksign.datasets._bundled",
+            "load_digits": "sksign.datasets._bundled",
+            "load_mnist": "sksign.datasets._files",
+            "load_mnist5k": "sksign.datasets._bundled",
+            "load_svhn": "sksign.datasets._cifar_svhn",
+        },
+    ),
+    (
+        "Torch building blocks",
+        "sksign.nn",
+        {
+            "ACTIVATIONS": "sksign.nn.activations",
+            "ARCHITECTURES": "sksign.nn.factory",
+            "BACKBONES": "sksign.nn.icbm",
+            "HTAF": "sksign.nn.activations",
+            "IMAGE_ARCHITECTURES": "sksign.nn.factory",
+            "MLP": "sksign.nn.modules",
+            "STEP_ACTIVATIONS": "sksign.nn.activations",
+            "ActivationCapture": "sksign.nn.hooks._capture",
+            "BiRealResNet18": "sksign.nn.bireal",
+            "BinaryConv2d": "sksign.nn.bireal",
+            "BinaryLinear": "sksign.nn.binary",
+            "BinaryMLP": "sksign.nn.binary",
+            "ICBMNet": "sksign.nn.icbm",
+            "IFNeuron": "sksign.nn.spiking",
+            "LIFNeuron": "sksign.nn.sew_resnet",
+            "ResNet18": "sksign.nn.resnet",
+            "SEWResNet": "sksign.nn.sew_resnet",
+            "STEHeaviside": "sksign.nn.activations",
+            "ScaledSigmoid": "sksign.nn.activations",
+            "SignRecorder": "sksign.nn.hooks._recording",
+            "SmallCNN": "sksign.nn.modules",
+            "SpikingMLP": "sksign.nn.spiking",
+            "StepActivation": "sksign.nn.activations",
+            "VisionTransformer": "sksign.nn.vit",
+            "WideResNet": "sksign.nn.resnet",
+            "activation_kind": "sksign.nn.hooks._kinds",
+            "architecture_arguments": "sksign.nn.factory",
+            "batchnorm_layers": "sksign.nn.batchnorm",
+            "binary_sign": "sksign.nn.binary",
+            "binary_summary": "sksign.nn.summary",
+            "build_network": "sksign.nn.factory",
+            "capture_activations": "sksign.nn.hooks._capture",
+            "find_activations": "sksign.nn.hooks._kinds",
+            "force_step_mode": "sksign.nn.activations",
+            "forward_hooks": "sksign.nn.hooks._capture",
+            "heaviside": "sksign.nn.activations",
+            "htaf": "sksign.nn.activations",
+            "htaf_alpha0_min": "sksign.nn.activations",
+            "htaf_grid": "sksign.nn.activations",
+            "htaf_product_limit": "sksign.nn.activations",
+            "infer_input_shape": "sksign.nn.factory",
+            "magnitude_randomization": "sksign.nn.interventions",
+            "make_activation": "sksign.nn.activations",
+            "pool_signs": "sksign.nn.hooks._pooling",
+            "quadrant_bounds": "sksign.nn.hooks._pooling",
+            "recalibrate_batchnorm": "sksign.nn.batchnorm",
+            "record_signs": "sksign.nn.hooks._recording",
+            "reference_magnitudes": "sksign.nn.interventions",
+            "resolve_layers": "sksign.nn.hooks._layers",
+            "sign_flip": "sksign.nn.interventions",
+            "temporarily_eval": "sksign.nn.hooks._capture",
+        },
+    ),
+    (
+        "Hooks, capture and sign recording",
+        "sksign.nn.hooks",
+        {
+            "ActivationCapture": "sksign.nn.hooks._capture",
+            "SignRecorder": "sksign.nn.hooks._recording",
+            "activation_kind": "sksign.nn.hooks._kinds",
+            "capture_activations": "sksign.nn.hooks._capture",
+            "find_activations": "sksign.nn.hooks._kinds",
+            "forward_hooks": "sksign.nn.hooks._capture",
+            "pool_signs": "sksign.nn.hooks._pooling",
+            "quadrant_bounds": "sksign.nn.hooks._pooling",
+            "record_signs": "sksign.nn.hooks._recording",
+            "resolve_layers": "sksign.nn.hooks._layers",
+            "temporarily_eval": "sksign.nn.hooks._capture",
+        },
+    ),
+    (
+        "ICBM network",
+        "sksign.nn.icbm",
+        {
+            "ImageBackbone": "sksign.nn.icbm",
+            "backbone_output_width": "sksign.nn.icbm",
+            "build_backbone": "sksign.nn.icbm",
+        },
+    ),
+    (
+        "Batch-independent readout",
+        "sksign.nn.readout",
+        {"Readout": "sksign.nn.readout"},
+    ),
+    (
+        "Image augmentation",
+        "sksign.nn.augment",
+        {"random_crop_flip": "sksign.nn.augment"},
+    ),
+    (
+        "Interventions on modules",
+        "sksign.nn.interventions",
+        {"FLIPS": "sksign.nn.interventions", "NOISES": "sksign.nn.interventions"},
+    ),
+    (
+        "Losses",
+        "sksign.nn.losses",
+        {
+            "repulsion_lambda": "sksign.nn.losses",
+            "sign_repulsion_loss": "sksign.nn.losses",
+        },
+    ),
+    (
+        "Residual blocks of the papers' nets",
+        "sksign.nn.resnet",
+        {"BasicBlock": "sksign.nn.resnet", "WideBlock": "sksign.nn.resnet"},
+    ),
+    ("Vision transformer blocks", "sksign.nn.vit", {"ViTBlock": "sksign.nn.vit"}),
+    ("Bi-Real blocks", "sksign.nn.bireal", {"BiRealUnit": "sksign.nn.bireal"}),
+    ("SEW-ResNet blocks", "sksign.nn.sew_resnet", {"SEWBlock": "sksign.nn.sew_resnet"}),
+    (
+        "Dask arrays",
+        "sksign.distributed",
+        {"is_dask_array": "sksign.distributed._arrays"},
+    ),
+)
+
+#: the public packages' and modules' names, in the API reference's order
+PUBLIC = {module: names for _, module, names in _SECTIONS}
+
+#: the subpackages that ``sksign`` loads on first access (``sksign.nn``)
+SUBPACKAGES = ("datasets", "estimators", "metrics", "nn", "transformers")
+
+#: the names importable from ``sksign`` itself -> the subpackage they come from
+TOP_LEVEL = {
+    "HTAFNetClassifier": "sksign.estimators",
+    "HTAFNetRegressor": "sksign.estimators",
+    "ICBMClassifier": "sksign.estimators",
+    "SignKNNClassifier": "sksign.estimators",
+    "SignKNNRegressor": "sksign.estimators",
+    "SignCodeTransformer": "sksign.transformers",
+    "intervention_score": "sksign.metrics",
+    "gate_dominance": "sksign.metrics",
+}
+
+
+def public_names(module):
+    """The sorted public names of ``module`` (its ``__all__``).
+
+    Parameters
+    ----------
+    module : str
+        A module of :data:`PUBLIC`, such as ``"sksign.nn"``.
+
+    Returns
+    -------
+    names : list of str
+    """
+    return sorted(PUBLIC[module])
+
+
+@functools.lru_cache(maxsize=1)
+def _deploy_names():
+    """``sksign.deploy``'s public names, read from its ``__init__`` source.
+
+    The package is being re-cut; reading its ``__all__`` keeps this table in
+    step without importing numba. A name not imported there by a
+    ``from ... import`` (``pack``, loaded on first use) is mapped to the
+    package itself.
+    """
+    path = Path(__file__).parent / "deploy" / "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names, homes = [], {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                homes[alias.asname or alias.name] = node.module
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            names = ast.literal_eval(node.value)
+    return {name: homes.get(name, "sksign.deploy") for name in names}
+
+
+def sections():
+    """The API reference's sections, :mod:`sksign.deploy` included.
+
+    Returns
+    -------
+    sections : list of (str, str, dict)
+        ``(title, public module, {public name: defining module})``.
+    """
+    out = list(_SECTIONS)
+    out.append(("Packed bit inference", "sksign.deploy", _deploy_names()))
+    return out
