@@ -32,8 +32,18 @@ def test_readme_pipeline_reads_the_nets_codes(quickstart_namespace):
     """Check the README's pipeline holds one bit per last-layer unit and predicts."""
     ns = quickstart_namespace
     pipe, X_test, y_test = ns["pipe"], ns["X_test"], ns["y_test"]
-    assert pipe.named_steps["codes"].n_bits_ == 256
+    assert pipe.named_steps["codes"].n_bits_ == 512
     assert pipe.score(X_test, y_test) > 0.5
+
+
+def test_readme_sign_code_claims_hold(quickstart_namespace):
+    """Check what the README says its second block shows: the sign-kNN within
+    0.03 of the net, and the net survives redrawn magnitudes better than a
+    fifth of its signs flipped (the block runs with its own defaults)."""
+    ns = quickstart_namespace
+    net, pipe, X_test, y_test = ns["net"], ns["pipe"], ns["X_test"], ns["y_test"]
+    assert abs(pipe.score(X_test, y_test) - net.score(X_test, y_test)) < 0.03
+    assert ns["flip"] < ns["noise"] - 0.2
 
 
 def _section(text, title):
