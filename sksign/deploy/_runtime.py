@@ -3,7 +3,7 @@
 A packed net is a list of layers, each an operation (``op``) that reads named
 values and writes one. Values are either float rows (``float``: float32
 arrays of shape ``(n_rows, width)``) or packed bits (``bits``: uint64 words
-of shape ``(n_rows, ceil(width / 64))``, see :mod:`sksign.kernels._bit_layers`).
+of shape ``(n_rows, ceil(width / 64))``, see :mod:`sksign.deploy.kernels`).
 Spiking layers fold time into the rows (row ``n * T + t``). Numpy and numba
 only: no torch.
 """
@@ -32,8 +32,7 @@ from sksign.deploy._maps import (
     unpack_pixels,
     words_per_pixel,
 )
-from sksign.kernels import packed_to_words
-from sksign.kernels._bit_layers import (
+from sksign.deploy.kernels import (
     bit_accumulate,
     count_bits,
     if_neuron_pack,
@@ -43,6 +42,7 @@ from sksign.kernels._bit_layers import (
     unpack_words,
     xnor_affine,
 )
+from sksign.kernels import packed_to_words
 
 __all__ = ["FORMAT", "OPS", "VERSION", "PackedNet"]
 
