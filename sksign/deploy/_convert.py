@@ -22,7 +22,8 @@ from torch import nn
 
 from sksign.deploy._convert_images import IMAGE_NETS, pack_image_net
 from sksign.deploy._estimators import PackedClassifier, PackedRegressor
-from sksign.deploy._runtime import FORMAT, VERSION, PackedNet
+from sksign.deploy._format import FORMAT, VERSION, conv_output_size
+from sksign.deploy._runtime import PackedNet
 from sksign.nn.activations import StepActivation, force_step_mode
 from sksign.nn.binary import BinaryLinear, BinaryMLP
 from sksign.nn.icbm import ICBMNet
@@ -216,8 +217,8 @@ def _conv_sequence(builder, children, shape):
             _check_conv(name, module)
             _check_step(nxt[0], nxt[1])
             ks, pad = module.kernel_size[0], module.padding[0]
-            h = shape[1] + 2 * pad - ks + 1
-            w = shape[2] + 2 * pad - ks + 1
+            h = conv_output_size(shape[1], ks, 1, pad)
+            w = conv_output_size(shape[2], ks, 1, pad)
             oc = module.out_channels
             attrs = {
                 "shape": shape,

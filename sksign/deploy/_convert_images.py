@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from sksign.deploy._format import conv_output_size, words_per_pixel
 from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
 from sksign.nn.resnet import ResNet18, WideResNet
 from sksign.nn.sew_resnet import LIFNeuron, SEWBlock, SEWResNet
@@ -112,7 +113,8 @@ class _Maps:
             )
         k, s, p = conv.kernel_size[0], conv.stride[0], conv.padding[0]
         _, h, w = self.shape
-        out = [conv.out_channels, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1]
+        out = [conv.out_channels, conv_output_size(h, k, s, p)]
+        out.append(conv_output_size(w, k, s, p))
         attrs = {"channels": conv.out_channels, "kernel": k, "stride": s}
         attrs |= {"padding": p, "out": 0}
         return attrs, out
@@ -175,7 +177,7 @@ class _Maps:
         oc, c, k, _ = w.shape
         scale = np.abs(w).mean(axis=(1, 2, 3))
         signs = (w >= 0).transpose(0, 2, 3, 1)  # sign(0) = +1, (oc, k, k, C)
-        group = 64 * -(-c // 64)
+        group = 64 * words_per_pixel(c)
         padded = np.zeros((oc, k, k, group), dtype=np.uint8)
         padded[..., :c] = signs
         bn_scale, bn_shift = self._bn_affine(bn_name, bn, nn.BatchNorm2d)

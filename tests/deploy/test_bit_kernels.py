@@ -239,7 +239,7 @@ def _exact_step(bits, wt, thr):
 @pytest.mark.parametrize("ties", [False, True])
 def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
     """Check both step kernels give ``1[exact sum >= threshold]``, ties included."""
-    from sksign.deploy._runtime import _quantise
+    from sksign.deploy._ops._common import quantise as _quantise
     from sksign.deploy.kernels import step_certified, step_int16
 
     rng = np.random.default_rng(n_in * 1000 + n_out + ties)
@@ -273,7 +273,7 @@ def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
 
 def test_certified_step_falls_back_when_the_float_sum_is_off():
     """Check a float32 sum that is wrong near the threshold is corrected."""
-    from sksign.deploy._runtime import _quantise
+    from sksign.deploy._ops._common import quantise as _quantise
     from sksign.deploy.kernels import step_certified
 
     wt = np.array([[1.0], [1e-8], [-1.0]], np.float32)
