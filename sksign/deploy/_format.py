@@ -85,6 +85,11 @@ class OpSpec(NamedTuple):
     work_divisor : int
         How many multiply-accumulates one unit of work is worth (the runtime
         hands layers of ``rows * in * out / work_divisor`` work to threads).
+    arithmetic : str
+        What the op computes, in a few words (:func:`~sksign.deploy.packed_summary`).
+    n_weights : callable or None
+        ``n_weights(layer, n_in, n_out)``: its weights as float32 would store
+        them, one per weight (default: the size of its 2-D tensors).
     prepare : callable or None
         ``prepare(layer, context) -> run``, set by the op's unit: derives what
         the layer needs once, at load, and returns
@@ -101,6 +106,8 @@ class OpSpec(NamedTuple):
     check: Callable | None = None
     keeps_shape: bool = False
     work_divisor: int = 1
+    arithmetic: str = ""
+    n_weights: Callable | None = None
     prepare: Callable | None = None
 
 

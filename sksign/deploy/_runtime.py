@@ -91,6 +91,7 @@ class PackedNet:
     def _prepare(self, values, shapes):
         """Each layer's run, prepared by its op's unit (dispatched once, here)."""
         self._widths = {name: v[1] for name, v in values.items()}
+        self._per_sample = {name: v[2] for name, v in values.items()}
         # (C, H, W) of the channels-last bit maps, to unpack them for inspection
         self._shapes = {
             name: shape
@@ -121,6 +122,10 @@ class PackedNet:
     def width(self, value):
         """Number of units of the value called `value`."""
         return self._widths[value]
+
+    def rows_per_sample(self, value):
+        """Rows of the value called `value` per sample (time steps of spikes)."""
+        return self._per_sample[value]
 
     def forward(self, X, n_threads=1, *, keep=()):
         """Run the net on validated float32 rows.

@@ -47,6 +47,7 @@ def test_each_op_spec_is_complete(op):
     if spec.writes == "pixel_bits":
         assert spec.layout == "nhwc"
     assert callable(spec.prepare)
+    assert spec.arithmetic  # what packed_summary says the op computes
     assert spec.work_divisor >= 1
 
 

@@ -15,4 +15,13 @@ def prepare(layer, ctx):
     return run
 
 
-SPEC = OpSpec("float", "float", 2, {}, {}, keeps_shape=True, prepare=prepare)
+SPEC = OpSpec(
+    "float",
+    "float",
+    2,
+    {},
+    {},
+    keeps_shape=True,
+    arithmetic="float add",
+    prepare=prepare,
+)

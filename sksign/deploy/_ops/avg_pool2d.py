@@ -40,5 +40,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=geometry,
+    arithmetic="average",
     prepare=prepare,
 )

@@ -25,5 +25,6 @@ SPEC = OpSpec(
     1,
     {},
     {"scale": ("float32", ("in",)), "shift": ("float32", ("in",))},
+    arithmetic="scale, shift",
     prepare=prepare,
 )

@@ -53,5 +53,6 @@ SPEC = OpSpec(
     {"weight_t": ("float32", ("patch", "oc")), "bias": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,
+    arithmetic="real x bits conv",
     prepare=prepare,
 )

@@ -46,5 +46,6 @@ SPEC = OpSpec(
     {"weight_t": ("float32", ("patch", "oc")), "threshold": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,
+    arithmetic="real x bits conv, threshold",
     prepare=prepare,
 )

@@ -52,5 +52,6 @@ SPEC = OpSpec(
     {"weight_t": ("float32", ("patch", "oc")), "threshold": ("float32", ("oc",))},
     layout="nchw",
     geometry=conv_geometry,
+    arithmetic="real x bits conv, threshold",
     prepare=prepare,
 )

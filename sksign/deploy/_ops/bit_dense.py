@@ -58,5 +58,6 @@ SPEC = OpSpec(
     None,
     {"out": int, "float64": bool},
     {"weight_t": ("float32", ("in", "out")), "bias": ("float32", ("out",))},
+    arithmetic="real x bits",
     prepare=prepare,
 )

@@ -26,5 +26,6 @@ SPEC = OpSpec(
     1,
     {"out": int},
     {"weight_t": ("float32", ("in", "out")), "threshold": ("float32", ("out",))},
+    arithmetic="real x bits, threshold",
     prepare=prepare,
 )

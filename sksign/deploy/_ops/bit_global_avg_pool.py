@@ -31,5 +31,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=one_pixel,
+    arithmetic="count of bits",
     prepare=prepare,
 )

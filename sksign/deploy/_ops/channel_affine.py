@@ -29,5 +29,6 @@ SPEC = OpSpec(
     {"scale": ("float32", ("c_in",)), "shift": ("float32", ("c_in",))},
     layout="nhwc",
     geometry=same_maps,
+    arithmetic="scale, shift",
     prepare=prepare,
 )

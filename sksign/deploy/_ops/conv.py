@@ -38,5 +38,6 @@ SPEC = OpSpec(
     {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
     layout="nchw",
     geometry=conv_geometry,
+    arithmetic="float conv",
     prepare=prepare,
 )

@@ -40,5 +40,6 @@ SPEC = OpSpec(
     {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,
+    arithmetic="float conv",
     prepare=prepare,
 )

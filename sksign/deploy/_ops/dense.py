@@ -40,5 +40,6 @@ SPEC = OpSpec(
     1,
     {"out": int, "float64": bool},
     {"weight": ("float32", ("out", "in")), "bias": ("float32", ("out",))},
+    arithmetic="float x float",
     prepare=prepare,
 )

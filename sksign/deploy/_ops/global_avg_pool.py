@@ -29,5 +29,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=one_pixel,
+    arithmetic="average",
     prepare=prepare,
 )

@@ -46,5 +46,6 @@ SPEC = OpSpec(
     {"time_steps": int, "threshold": float, "reset": str, "constant": bool},
     {},
     check=check_neuron,
+    arithmetic="integrate, fire",
     prepare=prepare,
 )

@@ -35,5 +35,6 @@ SPEC = OpSpec(
     {},
     layout="nchw",
     geometry=geometry,
+    arithmetic="OR of bits",
     prepare=prepare,
 )

@@ -36,5 +36,6 @@ SPEC = OpSpec(
     layout="nhwc",
     geometry=same_maps,
     check=check,
+    arithmetic="AND of bits",
     prepare=prepare,
 )

@@ -51,5 +51,6 @@ SPEC = OpSpec(
     layout="nhwc",
     geometry=same_maps,
     check=check,
+    arithmetic="integrate, fire",
     prepare=prepare,
 )

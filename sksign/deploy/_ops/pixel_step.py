@@ -27,5 +27,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=same_maps,
+    arithmetic="1[x >= 0]",
     prepare=prepare,
 )

@@ -29,5 +29,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=same_maps,
+    arithmetic="bits to float",
     prepare=prepare,
 )

@@ -17,4 +17,4 @@ def prepare(layer, ctx):
     return run
 
 
-SPEC = OpSpec("float", "float", 1, {}, {}, prepare=prepare)
+SPEC = OpSpec("float", "float", 1, {}, {}, arithmetic="max(x, 0)", prepare=prepare)

@@ -25,4 +25,4 @@ def prepare(layer, ctx):
     return run
 
 
-SPEC = OpSpec("float", "bits", 1, {}, {}, prepare=prepare)
+SPEC = OpSpec("float", "bits", 1, {}, {}, arithmetic="1[x >= 0]", prepare=prepare)

@@ -26,5 +26,12 @@ def prepare(layer, ctx):
 
 
 SPEC = OpSpec(
-    "float", "float", 1, {"time_steps": int}, {}, check=check, prepare=prepare
+    "float",
+    "float",
+    1,
+    {"time_steps": int},
+    {},
+    check=check,
+    arithmetic="mean over T",
+    prepare=prepare,
 )

@@ -30,5 +30,6 @@ SPEC = OpSpec(
     {},
     layout="nhwc",
     geometry=same_maps,
+    arithmetic="channels last",
     prepare=prepare,
 )

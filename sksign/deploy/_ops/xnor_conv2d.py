@@ -71,6 +71,12 @@ def prepare(layer, ctx):
     return run
 
 
+def _n_weights(layer, n_in, n_out):
+    """One bit per weight (the stored rows are padded to whole words)."""
+    attrs = layer["attrs"]
+    return attrs["channels"] * attrs["kernel"] ** 2 * attrs["shape"][0]
+
+
 SPEC = OpSpec(
     "pixel_bits",
     "float",
@@ -90,5 +96,7 @@ SPEC = OpSpec(
     },
     layout="nhwc",
     geometry=map_conv_geometry,
+    arithmetic="xnor-popcount conv",
+    n_weights=_n_weights,
     prepare=prepare,
 )

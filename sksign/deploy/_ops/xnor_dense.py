@@ -44,5 +44,7 @@ SPEC = OpSpec(
         "beta": ("float32", ("out",)),
     },
     work_divisor=16,  # a multiply-accumulate is a sixteenth of a word
+    arithmetic="xnor-popcount",
+    n_weights=lambda layer, n_in, n_out: n_in * n_out,  # one bit each
     prepare=prepare,
 )
