@@ -1,10 +1,12 @@
 """pack(): read a fitted sksign net (torch) into a packed layer graph.
 
-The only module of :mod:`sksign.deploy` that imports torch (and it does so
-only when :func:`pack` is called, or when
+With the converter modules it loads (``_convert_base``, ``_convert_mlp``,
+``_convert_images``), the only part of :mod:`sksign.deploy` that imports
+torch (and only when :func:`pack` is called, or when
 :func:`~sksign.deploy.packed_summary` times a torch reference): the runtime,
 :func:`~sksign.deploy.load` and the packed estimators run on numpy and numba
-alone.
+alone. Each converter module registers the net types it reads in its
+``CONVERTERS``; :func:`pack` looks the net's type up once.
 """
 
 # Authors: The sksign developers
@@ -20,421 +22,25 @@ from sklearn.base import BaseEstimator, is_classifier, is_regressor
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from sksign.deploy._convert_images import IMAGE_NETS, pack_image_net
+from sksign.deploy import _convert_images, _convert_mlp
+from sksign.deploy._convert_base import Builder
 from sksign.deploy._estimators import PackedClassifier, PackedRegressor
-from sksign.deploy._runtime import FORMAT, VERSION, PackedNet
-from sksign.nn.activations import StepActivation, force_step_mode
-from sksign.nn.binary import BinaryLinear, BinaryMLP
-from sksign.nn.icbm import ICBMNet
-from sksign.nn.modules import MLP, SmallCNN
-from sksign.nn.spiking import IFNeuron, SpikingMLP
+from sksign.deploy._format import FORMAT, VERSION
+from sksign.deploy._runtime import PackedNet
+from sksign.nn.activations import force_step_mode
 
-__all__ = ["pack"]
+__all__ = ["CONVERTERS", "pack"]
+
+#: Module type -> (architecture name, ``convert(builder, module)``), over
+#: every converter module: :func:`pack` takes the entry of the most specific
+#: type of the net (a new net type is one more entry).
+CONVERTERS = {**_convert_mlp.CONVERTERS, **_convert_images.CONVERTERS}
 
 _SUPPORTED = (
     "MLP, SmallCNN, BinaryMLP, SpikingMLP, ICBMNet (with an MLP, CNN or no "
     "backbone), BiRealResNet18, WideResNet and ResNet18 (with step activations) "
     "and SEWResNet (IF/LIF neurons, add/iand/and connections)"
 )
-
-
-def _np(t):
-    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
-
-
-def _f32(a):
-    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
-
-
-def _check_step(name, module, where="hidden"):
-    """Raise unless `module` is the exact step at inference."""
-    if isinstance(module, StepActivation) and module.mode != "smooth":
-        return
-    if isinstance(module, StepActivation):
-        why = "is forced to its smooth function (mode='smooth')"
-    else:
-        why = f"is {type(module).__name__}, not a step activation"
-    raise ValueError(
-        f"Cannot pack layer {name!r}: it {why}. Only {where} layers that are the "
-        "exact step 1[x >= 0] at inference (activation 'htaf', 'ste' or "
-        "'scaled_sigmoid') run on bits."
-    )
-
-
-def _image_step_check(net_type):
-    """_check_step whose message names the image net's type as well."""
-
-    def check(name, module):
-        try:
-            _check_step(name, module)
-        except ValueError as exc:
-            raise ValueError(f"Cannot pack a net of type {net_type}: {exc}") from None
-
-    return check
-
-
-class _Builder:
-    """Collects layers and tensors; tracks the current value and its kind."""
-
-    def __init__(self, n_features):
-        self.layers, self.tensors = [], {}
-        self.value, self.kind, self.width = "input", "float", n_features
-
-    def add(self, name, op, inputs, attrs=None, tensors=None, kind="float", width=None):
-        names = {}
-        for key, arr in (tensors or {}).items():
-            names[key] = f"{name}.{key}"
-            self.tensors[names[key]] = arr
-        out = name
-        self.layers.append(
-            {
-                "name": name,
-                "op": op,
-                "inputs": list(inputs),
-                "output": out,
-                "attrs": attrs or {},
-                "tensors": names,
-            }
-        )
-        self.value, self.kind = out, kind
-        if width is not None:
-            self.width = width
-        return out
-
-    def linear(self, name, layer, *, readout=False, then_step=False):
-        """A Linear layer on the current value (float rows or bits)."""
-        w = _np(layer.weight)
-        b = _np(layer.bias) if layer.bias is not None else np.zeros(len(w))
-        out_width = w.shape[0]
-        if self.kind == "float":
-            # float32 as in torch; a readout sums in float64 as Readout does
-            return self.add(
-                name,
-                "dense",
-                [self.value],
-                {"out": out_width, "float64": readout},
-                {"weight": _f32(w), "bias": _f32(b)},
-                width=out_width,
-            )
-        if then_step:
-            return self.add(
-                name,
-                "bit_dense_step",
-                [self.value],
-                {"out": out_width},
-                {"weight_t": _f32(w.T), "threshold": _f32(-b)},
-                kind="bits",
-                width=out_width,
-            )
-        return self.add(
-            name,
-            "bit_dense",
-            [self.value],
-            {"out": out_width, "float64": readout},
-            {"weight_t": _f32(w.T), "bias": _f32(b)},
-            width=out_width,
-        )
-
-    def step(self, name):
-        return self.add(name, "step", [self.value], kind="bits")
-
-    def batch_norm(self, name, bn, inputs=None):
-        scale, shift = _bn_affine(name, bn)
-        return self.add(
-            name,
-            "batch_norm",
-            inputs or [self.value],
-            tensors={"scale": _f32(scale), "shift": _f32(shift)},
-        )
-
-
-def _bn_affine(name, bn, kind=nn.BatchNorm1d):
-    """``(scale, shift)`` of an eval-mode BatchNorm of type `kind` (float64)."""
-    if not isinstance(bn, kind) or bn.running_mean is None:
-        raise ValueError(
-            f"Cannot pack layer {name!r}: a {kind.__name__} with running "
-            f"statistics is expected; got {bn!r}."
-        )
-    var = _np(bn.running_var)
-    scale = 1.0 / np.sqrt(var + bn.eps)
-    if bn.weight is not None:
-        scale = scale * _np(bn.weight)
-    shift = -_np(bn.running_mean) * scale
-    if bn.bias is not None:
-        shift = shift + _np(bn.bias)
-    return scale, shift
-
-
-def _dense_sequence(builder, children, *, backbone_float_ok=False):
-    """Linear/activation pairs in forward order (MLP and ICBM stacks)."""
-    for k, (name, module) in enumerate(children):
-        nxt = children[k + 1][1] if k + 1 < len(children) else None
-        if isinstance(module, nn.Linear):
-            then_step = isinstance(nxt, StepActivation) and nxt.mode != "smooth"
-            builder.linear(name, module, then_step=then_step)
-        elif isinstance(module, StepActivation):
-            _check_step(name, module)
-            if builder.kind == "float":
-                builder.step(name)
-        elif backbone_float_ok and isinstance(module, nn.ReLU):
-            builder.add(name, "relu", [builder.value])
-        else:
-            _check_step(name, module)
-
-
-def _check_conv(name, conv):
-    ok = (
-        isinstance(conv, nn.Conv2d)
-        and conv.kernel_size[0] == conv.kernel_size[1]
-        and conv.stride == (1, 1)
-        and conv.dilation == (1, 1)
-        and conv.groups == 1
-        and isinstance(conv.padding, tuple)
-        and conv.padding[0] == conv.padding[1]
-        and conv.padding_mode == "zeros"
-    )
-    if not ok:
-        raise ValueError(
-            f"Cannot pack layer {name!r}: a square stride-1 Conv2d with zero "
-            f"padding is expected; got {conv!r}."
-        )
-
-
-def _conv_sequence(builder, children, shape):
-    """The conv blocks of a SmallCNN (``conv{i}``, ``conv_act{i}``, ``pool{i}``).
-
-    Returns the children after ``flatten`` (the dense part).
-    """
-    shape = list(shape)
-    for k, (name, module) in enumerate(children):
-        if isinstance(module, nn.Unflatten):
-            continue
-        if isinstance(module, nn.Flatten):
-            return children[k + 1 :]
-        nxt = children[k + 1] if k + 1 < len(children) else (None, None)
-        if isinstance(module, nn.Conv2d):
-            _check_conv(name, module)
-            _check_step(nxt[0], nxt[1])
-            ks, pad = module.kernel_size[0], module.padding[0]
-            h = shape[1] + 2 * pad - ks + 1
-            w = shape[2] + 2 * pad - ks + 1
-            oc = module.out_channels
-            attrs = {
-                "shape": shape,
-                "channels": oc,
-                "kernel": ks,
-                "padding": pad,
-                "out": oc * h * w,
-            }
-            weight = _np(module.weight).reshape(oc, -1)
-            bias = _np(module.bias) if module.bias is not None else np.zeros(oc)
-            if builder.kind == "float":
-                builder.add(
-                    name,
-                    "conv",
-                    [builder.value],
-                    attrs,
-                    {"weight": _f32(weight), "bias": _f32(bias)},
-                    width=oc * h * w,
-                )
-            else:
-                builder.add(
-                    name,
-                    "bit_conv_step",
-                    [builder.value],
-                    attrs,
-                    {"weight_t": _f32(weight.T), "threshold": _f32(-bias)},
-                    kind="bits",
-                    width=oc * h * w,
-                )
-            shape = [oc, h, w]
-        elif isinstance(module, StepActivation):
-            _check_step(name, module)
-            if builder.kind == "float":
-                builder.step(name)
-        elif isinstance(module, nn.MaxPool2d):
-            if module.kernel_size not in (2, (2, 2)) or module.stride not in (
-                2,
-                (2, 2),
-            ):
-                raise ValueError(
-                    f"Cannot pack layer {name!r}: only 2x2 max pooling is supported."
-                )
-            c, h, w = shape
-            builder.add(
-                name,
-                "max_pool",
-                [builder.value],
-                {"shape": shape, "out": c * (h // 2) * (w // 2)},
-                kind="bits",
-                width=c * (h // 2) * (w // 2),
-            )
-            shape = [c, h // 2, w // 2]
-        else:
-            _check_step(name, module)
-    return []
-
-
-def _cnn(builder, module, input_shape):
-    children = list(module.named_children())
-    dense = _conv_sequence(builder, children, input_shape)
-    dense = [(n, m) for n, m in dense if n != "out"]
-    _dense_sequence(builder, dense)
-    builder.linear("out", module.out, readout=True)
-
-
-def _mlp(builder, module):
-    children = [(n, m) for n, m in module.named_children() if n != "out"]
-    _dense_sequence(builder, children)
-    builder.linear("out", module.out, readout=True)
-
-
-def _icbm(builder, module):
-    if hasattr(module, "unflatten"):
-        raise ValueError(
-            "Cannot pack an ICBM net with a custom backbone module; the 'mlp', "
-            "'cnn' and 'identity' backbones are supported."
-        )
-    backbone = module.backbone
-    if isinstance(backbone, SmallCNN):
-        shape = list(backbone.unflatten.unflattened_size)
-        children = [(f"backbone.{n}", m) for n, m in backbone.named_children()]
-        dense = _conv_sequence(builder, children, shape)
-        _dense_sequence(builder, dense)
-        children = []
-    elif isinstance(backbone, nn.Identity):
-        children = []
-    elif isinstance(backbone, nn.Sequential):
-        children = [(f"backbone.{n}", m) for n, m in backbone.named_children()]
-        for n, m in children:
-            if not isinstance(m, nn.Linear | nn.ReLU | StepActivation):
-                raise ValueError(
-                    f"Cannot pack backbone layer {n!r} ({type(m).__name__}): a "
-                    "packed ICBM backbone has Linear layers with step or ReLU "
-                    "activations."
-                )
-    else:
-        raise ValueError(
-            f"Cannot pack an ICBM backbone of type {type(backbone).__name__}."
-        )
-    _check_step("concepts", module.concepts, where="concept")
-    children = [*children, ("fc", module.fc), ("concepts", module.concepts)]
-    _dense_sequence(builder, children, backbone_float_ok=True)
-    builder.linear("head", module.head, readout=True)
-
-
-def _bnn(builder, module):
-    builder.linear("stem", module.stem)
-    if module.batch_norm:
-        builder.batch_norm("stem_bn", module.stem_bn)
-    for i in range(module.n_blocks):
-        act = getattr(module, f"act{i}")
-        fc = getattr(module, f"fc{i}")
-        short = getattr(module, f"short{i}")
-        _check_step(f"act{i}", act)
-        stream = builder.value
-        n_in = builder.width
-        bits = builder.add(f"act{i}", "step", [stream], kind="bits")
-        if not isinstance(fc, BinaryLinear):  # pragma: no cover - built by BinaryMLP
-            raise ValueError(f"Cannot pack layer 'fc{i}' of type {type(fc).__name__}.")
-        w = _np(fc.weight)
-        bias = _np(fc.bias) if fc.bias is not None else np.zeros(len(w))
-        bn_scale, bn_shift = np.ones(len(w)), np.zeros(len(w))
-        if module.batch_norm:
-            bn_scale, bn_shift = _bn_affine(f"bn{i}", getattr(module, f"bn{i}"))
-        if fc.binary:
-            # scale * sign(W), sign(0) = +1; a . sign(W) = n - 2 popcount(a ^ w)
-            scale = np.abs(w).mean(axis=1)
-            signs = (w >= 0).astype(np.uint8)
-            builder.add(
-                f"fc{i}",
-                "xnor_dense",
-                [bits],
-                {"out": len(w)},
-                {
-                    "weight_bits": np.packbits(signs, axis=1),
-                    "alpha": _f32(scale * bn_scale),
-                    "beta": _f32(bias * bn_scale + bn_shift),
-                },
-                width=len(w),
-            )
-        else:
-            # real weights on 2a - 1: W (2a - 1) = 2 W a - sum(W)
-            builder.add(
-                f"fc{i}",
-                "bit_dense",
-                [bits],
-                {"out": len(w), "float64": False},
-                {"weight_t": _f32(2.0 * w.T), "bias": _f32(bias - w.sum(axis=1))},
-                width=len(w),
-            )
-            if module.batch_norm:
-                builder.add(
-                    f"bn{i}",
-                    "batch_norm",
-                    [builder.value],
-                    tensors={"scale": _f32(bn_scale), "shift": _f32(bn_shift)},
-                )
-        z = builder.value
-        if isinstance(short, nn.Identity):
-            skip = stream
-        else:
-            builder.value, builder.kind, builder.width = stream, "float", n_in
-            skip = builder.linear(f"short{i}", short)
-        builder.add(f"block{i}", "add", [z, skip], width=len(w))
-    builder.linear("out", module.out, readout=True)
-
-
-def _snn(builder, module):
-    t = module.time_steps
-    trains, width = [], None
-    for i in range(module.n_layers):
-        fc = getattr(module, f"fc{i}")
-        neuron = getattr(module, f"spike{i}")
-        if not isinstance(neuron, IFNeuron) or neuron.mode == "smooth":
-            _check_step(f"spike{i}", neuron if isinstance(neuron, IFNeuron) else fc)
-        w = _np(fc.weight)
-        b = _np(fc.bias) if fc.bias is not None else np.zeros(len(w))
-        if i == 0:
-            builder.linear("fc0", fc)
-        else:
-            builder.add(
-                f"fc{i}",
-                "bit_dense",
-                trains,
-                {"out": len(w), "float64": False},
-                {"weight_t": _f32(w.T), "bias": _f32(b)},
-                width=len(w),
-            )
-        if module.batch_norm:
-            builder.batch_norm(f"bn{i}", getattr(module, f"bn{i}"))
-        spikes = builder.add(
-            f"spike{i}",
-            "if_neuron",
-            [builder.value],
-            {
-                "time_steps": t,
-                "threshold": float(np.float32(neuron.threshold)),
-                "reset": neuron.reset,
-                "constant": i == 0,
-            },
-            kind="bits",
-        )
-        if i > 0 and module.connect == "add" and len(w) == width:
-            trains = [spikes, *trains]
-        else:
-            trains = [spikes]
-        builder.width = width = len(w)
-    w = _np(module.out.weight)
-    builder.add(
-        "out",
-        "bit_dense",
-        trains,
-        {"out": len(w), "float64": True},
-        {"weight_t": _f32(w.T), "bias": _f32(_np(module.out.bias))},
-        width=len(w),
-    )
-    builder.add("mean", "time_mean", ["out"], {"time_steps": t})
 
 
 def _json_labels(classes):
@@ -516,6 +122,18 @@ def _torch_forward(reference, X, n_threads):
         for m, mode in training:
             m.training = mode
         torch.set_num_threads(threads)
+
+
+def _converter_for(module):
+    """``(architecture, convert)`` of the most specific registered type of `module`."""
+    for cls in type(module).__mro__:
+        if cls in CONVERTERS:
+            return CONVERTERS[cls]
+    raise ValueError(
+        f"Cannot pack a net of type {type(module).__name__}. Packable nets: "
+        + _SUPPORTED
+        + "."
+    )
 
 
 def pack(estimator, *, n_jobs=None):
@@ -600,32 +218,9 @@ def pack(estimator, *, n_jobs=None):
             f"{getattr(estimator, 'dtype', None)!r})."
         )
     n_features = int(estimator.n_features_in_)
-    builder = _Builder(n_features)
-    if isinstance(module, BinaryMLP):
-        arch = "bnn"
-        _bnn(builder, module)
-    elif isinstance(module, SpikingMLP):
-        arch = "snn"
-        _snn(builder, module)
-    elif isinstance(module, ICBMNet):
-        arch = "icbm"
-        _icbm(builder, module)
-    elif isinstance(module, MLP):
-        arch = "mlp"
-        _mlp(builder, module)
-    elif isinstance(module, SmallCNN):
-        arch = "cnn"
-        _cnn(builder, module, module.unflatten.unflattened_size)
-    elif isinstance(module, tuple(IMAGE_NETS.values())):
-        arch = pack_image_net(
-            builder, module, _image_step_check(type(module).__name__), _bn_affine
-        )
-    else:
-        raise ValueError(
-            f"Cannot pack a net of type {type(module).__name__}. Packable nets: "
-            + _SUPPORTED
-            + "."
-        )
+    builder = Builder(n_features)
+    arch, convert = _converter_for(module)
+    convert(builder, module)
     graph = {
         "format": FORMAT,
         "version": VERSION,

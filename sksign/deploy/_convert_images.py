@@ -37,43 +37,35 @@ Imported by :func:`sksign.deploy.pack` only (it imports torch).
 from __future__ import annotations
 
 import numpy as np
-import torch
 from torch import nn
 
+from sksign.deploy._convert_base import (
+    as_f32,
+    as_f64,
+    bn_affine,
+    check_step,
+    image_step_check,
+)
+from sksign.deploy._format import conv_output_size, words_per_pixel
 from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
 from sksign.nn.resnet import ResNet18, WideResNet
 from sksign.nn.sew_resnet import LIFNeuron, SEWBlock, SEWResNet
 from sksign.nn.spiking import IFNeuron
 
-__all__ = ["IMAGE_NETS", "pack_image_net"]
+__all__ = ["CONVERTERS"]
 
-#: The image nets pack_image_net reads, by architecture name.
-IMAGE_NETS = {
-    "bireal": BiRealResNet18,
-    "wrn": WideResNet,
-    "resnet18": ResNet18,
-    "sew_resnet": SEWResNet,
-}
 #: Connections of a SEW block that run on bits ("add" makes integer maps).
 SEW_CONNECTS = ("add", "iand", "and")
-
-
-def _np(t):
-    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
-
-
-def _f32(a):
-    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
 
 
 class _Maps:
     """Adds map layers to a builder and tracks the current ``(C, H, W)``."""
 
-    def __init__(self, builder, shape, check_step, bn_affine):
+    def __init__(self, builder, shape, net_type=None):
         self.b = builder
         self.shape = list(shape)
-        self._check_step = check_step
-        self._bn_affine = bn_affine
+        # its errors name the net's type as well
+        self.check_step = image_step_check(net_type) if net_type else check_step
 
     def add(self, name, op, inputs, attrs=None, tensors=None, kind="float", shape=None):
         attrs = {"shape": list(self.shape), **(attrs or {})}
@@ -86,12 +78,12 @@ class _Maps:
         return out
 
     def step(self, name, module, value):
-        self._check_step(name, module)
+        self.check_step(name, module)
         return self.add(name, "pixel_step", [value], kind="pixel_bits")
 
     def bn(self, name, bn, value):
-        scale, shift = self._bn_affine(name, bn, nn.BatchNorm2d)
-        tensors = {"scale": _f32(scale), "shift": _f32(shift)}
+        scale, shift = bn_affine(name, bn, nn.BatchNorm2d)
+        tensors = {"scale": as_f32(scale), "shift": as_f32(shift)}
         return self.add(name, "channel_affine", [value], tensors=tensors)
 
     def _geometry(self, name, conv):
@@ -112,7 +104,8 @@ class _Maps:
             )
         k, s, p = conv.kernel_size[0], conv.stride[0], conv.padding[0]
         _, h, w = self.shape
-        out = [conv.out_channels, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1]
+        out = [conv.out_channels, conv_output_size(h, k, s, p)]
+        out.append(conv_output_size(w, k, s, p))
         attrs = {"channels": conv.out_channels, "kernel": k, "stride": s}
         attrs |= {"padding": p, "out": 0}
         return attrs, out
@@ -120,23 +113,23 @@ class _Maps:
     @staticmethod
     def _weight(conv):
         """``(oc, k * k * C)`` weights in the ``(ky, kx, c)`` order of im2col."""
-        w = _np(conv.weight)
+        w = as_f64(conv.weight)
         return w.transpose(0, 2, 3, 1).reshape(len(w), -1)
 
     def conv(self, name, conv, value):
         """A real convolution of real maps (float32 im2col product)."""
         attrs, out = self._geometry(name, conv)
         w = self._weight(conv)
-        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
-        tensors = {"weight": _f32(w), "bias": _f32(b)}
+        b = as_f64(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        tensors = {"weight": as_f32(w), "bias": as_f32(b)}
         return self.add(name, "conv2d", [value], attrs, tensors, shape=out)
 
     def bit_conv(self, name, conv, value):
         """Real weights on bit maps, real output (sums over the active bits)."""
         attrs, out = self._geometry(name, conv)
         w = self._weight(conv)
-        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
-        tensors = {"weight_t": _f32(w.T), "bias": _f32(b)}
+        b = as_f64(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        tensors = {"weight_t": as_f32(w.T), "bias": as_f32(b)}
         return self.add(name, "bit_conv2d", [value], attrs, tensors, shape=out)
 
     def bit_conv_step(self, name, conv, bn_name, bn, act_name, act, value):
@@ -146,18 +139,18 @@ class _Maps:
         channel with a negative BatchNorm scale change sign; a zero scale
         leaves the constant bit ``1[t >= 0]``.
         """
-        self._check_step(act_name, act)
+        self.check_step(act_name, act)
         attrs, out = self._geometry(name, conv)
         w = self._weight(conv)
-        b = _np(conv.bias) if conv.bias is not None else np.zeros(len(w))
-        scale, shift = self._bn_affine(bn_name, bn, nn.BatchNorm2d)
+        b = as_f64(conv.bias) if conv.bias is not None else np.zeros(len(w))
+        scale, shift = bn_affine(bn_name, bn, nn.BatchNorm2d)
         shift = shift + scale * b
         sign = np.sign(scale)
         safe = np.where(scale == 0, 1.0, np.abs(scale))
         threshold = np.where(scale == 0, np.where(shift >= 0, 0.0, 1.0), -shift / safe)
         tensors = {
-            "weight_t": _f32((w * sign[:, None]).T),
-            "threshold": _f32(threshold),
+            "weight_t": as_f32((w * sign[:, None]).T),
+            "threshold": as_f32(threshold),
         }
         return self.add(
             name, "bit_conv2d_step", [value], attrs, tensors, "pixel_bits", out
@@ -171,18 +164,18 @@ class _Maps:
                 "is expected (binary_weights=False is not packed)."
             )
         attrs, out = self._geometry(name, conv)
-        w = _np(conv.weight)  # (oc, C, k, k)
+        w = as_f64(conv.weight)  # (oc, C, k, k)
         oc, c, k, _ = w.shape
         scale = np.abs(w).mean(axis=(1, 2, 3))
         signs = (w >= 0).transpose(0, 2, 3, 1)  # sign(0) = +1, (oc, k, k, C)
-        group = 64 * -(-c // 64)
+        group = 64 * words_per_pixel(c)
         padded = np.zeros((oc, k, k, group), dtype=np.uint8)
         padded[..., :c] = signs
-        bn_scale, bn_shift = self._bn_affine(bn_name, bn, nn.BatchNorm2d)
+        bn_scale, bn_shift = bn_affine(bn_name, bn, nn.BatchNorm2d)
         tensors = {
             "weight_bits": np.packbits(padded.reshape(oc, -1), axis=1),
-            "alpha": _f32(scale * bn_scale),
-            "beta": _f32(bn_shift),
+            "alpha": as_f32(scale * bn_scale),
+            "beta": as_f32(bn_shift),
         }
         return self.add(name, "xnor_conv2d", [value], attrs, tensors, shape=out)
 
@@ -320,7 +313,7 @@ def _resnet18(maps, module):
     # the activations first: a ReLU net is refused before anything else
     for name, m in module.named_modules():
         if name.rsplit(".", 1)[-1].startswith("act"):
-            maps._check_step(name, m)
+            maps.check_step(name, m)
     preactivation = bool(getattr(module, "preactivation", False))
     x = maps.add("nhwc", "to_nhwc", ["input"])
     x = maps.conv("conv1", module.conv1, x)
@@ -354,12 +347,12 @@ def _conv_bn(name, module):
 def _neuron(maps, name, neuron, value, time_steps, constant=False):
     """The spikes of a layer of IF or LIF neurons (``pixel_neuron``)."""
     if type(neuron) not in (IFNeuron, LIFNeuron):
-        maps._check_step(name, neuron)  # not a step: names what it is
+        maps.check_step(name, neuron)  # not a step: names what it is
         raise ValueError(
             f"Cannot pack layer {name!r}: an IFNeuron or LIFNeuron is expected; "
             f"got {type(neuron).__name__}."
         )
-    maps._check_step(name, neuron)  # forced smooth: refused
+    maps.check_step(name, neuron)  # forced smooth: refused
     leaky = isinstance(neuron, LIFNeuron)
     attrs = {
         "time_steps": int(time_steps),
@@ -455,43 +448,31 @@ def _sew_resnet(maps, module):
     return maps.add("pool", op, [s], {"out": 0}, shape=[maps.shape[0], 1, 1])
 
 
-def pack_image_net(builder, module, check_step, bn_affine):
-    """Add the layers of an image net to `builder`; return its architecture name.
+def _image_net(body, *, time_mean=False):
+    """``convert(builder, module)`` of an image net whose blocks `body` adds.
 
-    Parameters
-    ----------
-    builder : sksign.deploy._convert._Builder
-        Collects the layers and tensors.
-    module : BiRealResNet18, WideResNet, ResNet18 or SEWResNet
-        The eval-mode net.
-    check_step : callable
-        ``check_step(name, module)`` raises unless `module` is an exact step.
-    bn_affine : callable
-        ``bn_affine(name, bn, kind)`` returns the eval BatchNorm's
-        ``(scale, shift)``.
-
-    Returns
-    -------
-    str
-        The architecture name (a key of :data:`IMAGE_NETS`).
+    The stem and blocks come from ``body(maps, module)``; then the readout
+    ``out`` (averaged over the steps with `time_mean`, for spiking nets).
     """
-    shape = list(module.input.input_shape)
-    maps = _Maps(builder, shape, check_step, bn_affine)
-    if isinstance(module, BiRealResNet18):
-        _bireal(maps, module)
-        arch = "bireal"
-    elif isinstance(module, WideResNet):
-        _wrn(maps, module)
-        arch = "wrn"
-    elif isinstance(module, SEWResNet):
-        _sew_resnet(maps, module)
-        arch = "sew_resnet"
-    else:
-        _resnet18(maps, module)
-        arch = "resnet18"
-    if not isinstance(module.out, nn.Linear):  # pragma: no cover - built by the net
-        raise ValueError("Cannot pack the readout 'out': a Linear layer is expected.")
-    builder.linear("out", module.out, readout=True)
-    if arch == "sew_resnet":  # the readout at every step, averaged
-        builder.add("mean", "time_mean", ["out"], {"time_steps": module.time_steps})
-    return arch
+
+    def convert(builder, module):
+        shape = list(module.input.input_shape)
+        body(_Maps(builder, shape, type(module).__name__), module)
+        if not isinstance(module.out, nn.Linear):  # pragma: no cover - built by the net
+            raise ValueError(
+                "Cannot pack the readout 'out': a Linear layer is expected."
+            )
+        builder.linear("out", module.out, readout=True)
+        if time_mean:  # the readout at every step, averaged
+            builder.add("mean", "time_mean", ["out"], {"time_steps": module.time_steps})
+
+    return convert
+
+
+#: Module type -> (architecture name, ``convert(builder, module)``).
+CONVERTERS = {
+    BiRealResNet18: ("bireal", _image_net(_bireal)),
+    WideResNet: ("wrn", _image_net(_wrn)),
+    ResNet18: ("resnet18", _image_net(_resnet18)),
+    SEWResNet: ("sew_resnet", _image_net(_sew_resnet, time_mean=True)),
+}

@@ -23,7 +23,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from sksign.deploy._runtime import FORMAT, PackedNet
+from sksign.deploy._format import FORMAT
+from sksign.deploy._runtime import PackedNet
 
 __all__ = ["read_packed", "write_packed"]
 

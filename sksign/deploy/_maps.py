@@ -4,7 +4,7 @@ The image nets (ResNet-18, WideResNet, Bi-Real ResNet-18) run on maps laid
 out channels last (``(n, H * W * C)``, pixel by pixel), so that the channels
 of one pixel are contiguous: as float rows (``float``) or as packed bits
 (``pixel_bits``: the ``C`` bits of each pixel packed into ``ceil(C / 64)``
-uint64 words, in the unit layout of :mod:`sksign.kernels._bit_layers`, so a
+uint64 words, in the unit layout of :mod:`sksign.deploy.kernels`, so a
 row holds ``H * W * ceil(C / 64)`` words). A convolution is an im2col of
 these pixels, of floats or of whole words, followed by a matrix product, an
 XNOR-popcount or a sum of weight rows over the active bits. Spiking maps
@@ -21,39 +21,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from sksign.kernels._bit_layers import pack_ge, unpack_words
+from sksign.deploy._format import conv_geometry, conv_output_size, words_per_pixel
+from sksign.deploy.kernels import pack_ge, unpack_words
 
 __all__ = [
     "GATES",
-    "MAP_OPS",
     "NEURONS",
     "conv_corrections",
     "fire_maps",
     "gate_pixels",
     "im2col",
-    "map_geometry",
+    "map_conv_geometry",
     "pack_pixels",
     "unpack_pixels",
     "words_per_pixel",
 ]
-
-#: Ops on channels-last maps, each with the attributes it requires (besides
-#: ``shape``, the input's ``(C, H, W)``).
-MAP_OPS = {
-    "to_nhwc": (),
-    "channel_affine": (),
-    "pixel_step": (),
-    "pixel_unpack": (),
-    "conv2d": ("channels", "kernel", "stride", "padding", "out"),
-    "xnor_conv2d": ("channels", "kernel", "stride", "padding", "out"),
-    "bit_conv2d": ("channels", "kernel", "stride", "padding", "out"),
-    "bit_conv2d_step": ("channels", "kernel", "stride", "padding", "out"),
-    "avg_pool2d": ("kernel", "out"),
-    "global_avg_pool": ("out",),
-    "bit_global_avg_pool": ("out",),
-    "pixel_neuron": (),
-    "pixel_gate": (),
-}
 
 #: Neuron models of ``pixel_neuron``: integrate-and-fire, leaky (``tau``).
 NEURONS = ("if", "lif")
@@ -62,64 +44,49 @@ NEURONS = ("if", "lif")
 GATES = ("iand", "and")
 
 
-def words_per_pixel(channels):
-    """uint64 words that hold the bits of `channels` channels."""
-    return -(-channels // 64)
+def map_conv_geometry(shape, attrs):
+    """Output ``(C, H, W)`` of a convolution on channels-last maps.
 
-
-def map_geometry(op, shape, attrs):
-    """Output ``(C, H, W)`` of a map op on an input of `shape` (``(C, H, W)``).
-
-    Raises a ValueError for sizes that give no output (the caller adds the
-    layer's name).
+    :func:`~sksign.deploy._format.conv_geometry`, with a padding of at most
+    the kernel (what :func:`conv_corrections` assumes).
     """
-    c, h, w = shape
-    if op in ("conv2d", "xnor_conv2d", "bit_conv2d", "bit_conv2d_step"):
-        k, s, p, oc = (
-            attrs["kernel"],
-            attrs["stride"],
-            attrs["padding"],
-            attrs["channels"],
-        )
-        if k < 1 or s < 1 or oc < 1 or not 0 <= p <= k:
-            raise ValueError("invalid kernel, stride, padding or channels")
-        if h + 2 * p < k or w + 2 * p < k:
-            raise ValueError("the kernel is larger than the padded input")
-        return oc, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
-    if op == "avg_pool2d":
-        k = attrs["kernel"]
-        if k < 1 or h < k or w < k:
-            raise ValueError("invalid pooling size")
-        return c, h // k, w // k
-    if op in ("global_avg_pool", "bit_global_avg_pool"):
-        return c, 1, 1
-    return c, h, w
+    if not 0 <= attrs["padding"] <= attrs["kernel"]:
+        raise ValueError("invalid kernel, stride, padding or channels")
+    return conv_geometry(shape, attrs)
 
 
-def im2col(maps, kernel, stride, padding):
-    """Rows of ``(k, k, C)`` patches of channels-last maps, zero padded.
+def im2col(maps, kernel, stride=1, padding=0, *, channels_first=False):
+    """Rows of patches of maps, zero padded: the one im2col of the packed nets.
 
     Parameters
     ----------
-    maps : ndarray of shape (n, H, W, C)
+    maps : ndarray of shape (n, H, W, C), or (n, C, H, W) if `channels_first`
         Any dtype (floats, 0/1 bytes or packed words, one per channel group).
     kernel, stride, padding : int
         Square convolution geometry (padding with zeros).
+    channels_first : bool, default=False
+        Maps laid out ``(n, C, H, W)``; patches then come in the order
+        ``(c, ky, kx)`` of torch's weights, else ``(ky, kx, c)``.
 
     Returns
     -------
     patches : ndarray of shape (n * Ho * Wo, k * k * C)
-        One row per sample and output pixel (row-major), in the order
-        ``(ky, kx, c)``.
+        One row per sample and output pixel (row-major).
     (Ho, Wo) : tuple of int
     """
     k, s, p = kernel, stride, padding
+    axes = (2, 3) if channels_first else (1, 2)
     if p:
-        maps = np.pad(maps, ((0, 0), (p, p), (p, p), (0, 0)))
-    win = np.lib.stride_tricks.sliding_window_view(maps, (k, k), axis=(1, 2))
-    win = win[:, ::s, ::s]  # (n, Ho, Wo, C, k, k)
+        pad = [(0, 0)] * 4
+        pad[axes[0]] = pad[axes[1]] = (p, p)
+        maps = np.pad(maps, pad)
+    win = np.lib.stride_tricks.sliding_window_view(maps, (k, k), axis=axes)
+    if channels_first:  # (n, C, Ho, Wo, k, k) -> (n, Ho, Wo, C, k, k)
+        win = win[:, :, ::s, ::s].transpose(0, 2, 3, 1, 4, 5)
+    else:  # (n, Ho, Wo, C, k, k) -> (n, Ho, Wo, k, k, C)
+        win = win[:, ::s, ::s].transpose(0, 1, 2, 4, 5, 3)
     n, ho, wo = win.shape[:3]
-    patches = win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1)
+    patches = win.reshape(n * ho * wo, -1)
     return np.ascontiguousarray(patches), (ho, wo)
 
 
@@ -168,7 +135,7 @@ def conv_corrections(signs, shape, kernel, stride, padding):
     """
     _, h, w = shape
     k, s, p = kernel, stride, padding
-    ho, wo = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+    ho, wo = conv_output_size(h, k, s, p), conv_output_size(w, k, s, p)
     iy = np.arange(ho)[:, None] * s - p + np.arange(k)[None, :]  # (Ho, k)
     ix = np.arange(wo)[:, None] * s - p + np.arange(k)[None, :]  # (Wo, k)
     out_y = (iy < 0) | (iy >= h)

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
-from sksign.deploy._runtime import PackedNet
+from sksign.deploy._runtime import OPS, PackedNet
 from sksign.kernels import effective_n_threads
 
 __all__ = ["packed_summary"]
@@ -26,47 +26,6 @@ _COLUMNS = (
     "weight_bytes_packed",
     "act_bytes_float32",
     "act_bytes_packed",
-)
-
-_ARITHMETIC = {
-    "dense": "float x float",
-    "batch_norm": "scale, shift",
-    "relu": "max(x, 0)",
-    "step": "1[x >= 0]",
-    "add": "float add",
-    "bit_dense": "real x bits",
-    "bit_dense_step": "real x bits, threshold",
-    "xnor_dense": "xnor-popcount",
-    "if_neuron": "integrate, fire",
-    "time_mean": "mean over T",
-    "conv": "float conv",
-    "bit_conv_step": "real x bits conv, threshold",
-    "max_pool": "OR of bits",
-    "to_nhwc": "channels last",
-    "channel_affine": "scale, shift",
-    "pixel_step": "1[x >= 0]",
-    "pixel_unpack": "bits to float",
-    "conv2d": "float conv",
-    "xnor_conv2d": "xnor-popcount conv",
-    "bit_conv2d": "real x bits conv",
-    "bit_conv2d_step": "real x bits conv, threshold",
-    "avg_pool2d": "average",
-    "global_avg_pool": "average",
-    "bit_global_avg_pool": "count of bits",
-    "pixel_neuron": "integrate, fire",
-    "pixel_gate": "AND of bits",
-}
-#: Ops whose output is bits.
-_BIT_OUTPUTS = (
-    "step",
-    "bit_dense_step",
-    "if_neuron",
-    "bit_conv_step",
-    "max_pool",
-    "pixel_step",
-    "bit_conv2d_step",
-    "pixel_neuron",
-    "pixel_gate",
 )
 
 
@@ -105,28 +64,20 @@ def _verdict(ratio):
 
 def _rows(net):
     rows = []
-    kinds = {"input": ("float", 1)}
     for layer in net.layers:
         op = layer["op"]
+        spec = OPS[op]
         width_in = net.width(layer["inputs"][0])
         width_out = net.width(layer["output"])
-        per_sample = kinds[layer["inputs"][0]][1]
-        attrs = layer.get("attrs", {})
-        if op in ("if_neuron", "pixel_neuron"):
-            per_sample = attrs["time_steps"]
-        elif op == "time_mean":
-            per_sample = 1
-        out_kind = "bits" if op in _BIT_OUTPUTS else "float"
-        kinds[layer["output"]] = (out_kind, per_sample)
+        per_sample = net.rows_per_sample(layer["output"])
+        out_kind = "float" if spec.writes == "float" else "bits"
         arrays = [net.tensors[name] for name in layer.get("tensors", {}).values()]
         packed = sum(int(a.nbytes) for a in arrays)
         # float32 equivalent: every weight (a bit or a float) as 4 bytes, and
         # every per-unit vector (bias, threshold, scale) as 4 bytes per unit
-        if op in ("dense", "bit_dense", "bit_dense_step", "xnor_dense"):
-            n_weights = width_in * width_out
-        elif op == "xnor_conv2d":  # one bit per weight
-            n_weights = attrs["channels"] * attrs["kernel"] ** 2 * attrs["shape"][0]
-        else:  # convolutions: their 2-D weight arrays
+        if spec.n_weights is not None:
+            n_weights = spec.n_weights(layer, width_in, width_out)
+        else:  # their 2-D weight arrays
             n_weights = sum(a.size for a in arrays if a.ndim == 2)
         n_vectors = sum(a.size for a in arrays if a.ndim == 1)
         units = width_out * per_sample
@@ -136,7 +87,7 @@ def _rows(net):
                 "op": op,
                 "in": width_in,
                 "out": width_out,
-                "arithmetic": _ARITHMETIC[op],
+                "arithmetic": spec.arithmetic,
                 "weight_bytes_float32": 4 * (n_weights + n_vectors),
                 "weight_bytes_packed": packed,
                 "act_bytes_float32": 4 * units,

@@ -324,7 +324,8 @@ def test_xnor_conv_equals_a_float64_reference(c_in, c_out, size, stride):
     Awkward channel counts (not multiples of 8 or 64), stride 2, odd sizes,
     weights exactly 0 (sign +1) and a negative BatchNorm scale.
     """
-    from sksign.deploy._convert import _bn_affine, _Builder
+    from sksign.deploy._convert_base import Builder as _Builder
+    from sksign.deploy._convert_base import bn_affine as _bn_affine
     from sksign.deploy._convert_images import _Maps
     from sksign.nn.bireal import BinaryConv2d
 
@@ -341,7 +342,7 @@ def test_xnor_conv_equals_a_float64_reference(c_in, c_out, size, stride):
     with torch.no_grad():
         bn.weight.copy_(torch.as_tensor(rng.normal(size=c_out)))
     builder = _Builder(c_in * size * size)
-    maps = _Maps(builder, [c_in, size, size], lambda *_: None, _bn_affine)
+    maps = _Maps(builder, [c_in, size, size])
     x = maps.add("nhwc", "to_nhwc", ["input"])
     x = maps.add(
         "shift",

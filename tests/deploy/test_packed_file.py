@@ -214,10 +214,20 @@ def _paths(obj, prefix=()):
 
 
 @given(data=st.data())
-def test_any_edit_of_the_graph_gives_a_value_error_or_a_valid_net(packed_bnn, data):
-    """Check that a changed layer graph never fails other than with ValueError."""
+def test_any_edit_of_the_graph_gives_a_value_error_or_a_valid_net(
+    packed_bnn, digits, data
+):
+    """Check that a changed layer graph is refused, or loads and predicts as before.
+
+    An edit the validation lets through (a layer's name, the float64 flag,
+    the class labels) must give a net that predicts, with the scores of the
+    original net: a graph that loads but breaks (or computes something else)
+    at predict fails this test.
+    """
     from sksign.deploy import PackedClassifier, PackedNet
 
+    X = digits[1][:16]
+    expected = packed_bnn[1].decision_function(X)
     net = packed_bnn[1].net_
     graph = json.loads(json.dumps(net.graph))
     paths = [p for p in _paths(graph) if p]
@@ -228,9 +238,45 @@ def test_any_edit_of_the_graph_gives_a_value_error_or_a_valid_net(packed_bnn, da
         target = target[key]
     target[path[-1]] = value
     try:
-        PackedClassifier(PackedNet(graph, net.tensors)).fit()
+        edited = PackedClassifier(PackedNet(graph, net.tensors)).fit()
     except ValueError:
-        pass
+        return  # refused on load
+    scores = edited.decision_function(X)
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(
+        edited.predict(X), edited.classes_[scores.argmax(axis=1)]
+    )
+
+
+def _benign_edits(graph):
+    """Edits of a BNN graph that must load and give the same scores."""
+    readout = next(i for i, g in enumerate(graph["layers"]) if g["name"] == "out")
+    yield "a layer renamed", ("layers", 0, "name"), "renamed"
+    yield "the readout in float32", ("layers", readout, "attrs", "float64"), False
+    yield "other labels", ("classes",), [c + 10 for c in graph["classes"]]
+    yield "an unknown header key", ("comment",), {"note": [1, None]}
+    yield "an unknown layer key", ("layers", 1, "comment"), "kept"
+
+
+def test_edits_that_validate_load_and_predict_the_same(packed_bnn, digits):
+    """Check edits the validation lets through give a net with the same scores."""
+    from sksign.deploy import PackedClassifier, PackedNet
+
+    X = digits[1][:16]
+    net = packed_bnn[1].net_
+    expected = packed_bnn[1].decision_function(X)
+    for what, path, value in _benign_edits(net.graph):
+        graph = json.loads(json.dumps(net.graph))
+        target = graph
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        edited = PackedClassifier(PackedNet(graph, net.tensors)).fit()
+        scores = edited.decision_function(X)
+        np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5, err_msg=what)
+        np.testing.assert_array_equal(
+            edited.predict(X), edited.classes_[scores.argmax(axis=1)]
+        )
 
 
 @given(data=st.data())

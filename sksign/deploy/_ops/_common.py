@@ -1,0 +1,227 @@
+"""What the op units share: splitting work over threads, tuning, bit helpers.
+
+Numpy and numba only: no torch.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+
+from sksign._threads import run_in_threads
+from sksign.deploy._format import conv_output_size, schema_error
+from sksign.deploy._maps import im2col, unpack_pixels
+from sksign.deploy.kernels import (
+    count_bits,
+    step_certified,
+    step_int16,
+    unpack_words,
+)
+from sksign.kernels import packed_to_words
+
+__all__ = [
+    "BLAS_MIN_ROWS",
+    "SPARSE_DENSITY",
+    "Context",
+    "bit_patches",
+    "channels_first",
+    "density",
+    "one_pixel",
+    "pack_rows",
+    "quantise",
+    "row_runner",
+    "run_rows",
+    "run_rows_cols",
+    "same_maps",
+    "split",
+    "step_rows",
+    "unpack_rows",
+]
+
+#: From this many rows on, real weights on bits go through a BLAS matrix
+#: product of the unpacked 0/1 rows; below it, the weight rows of the active
+#: bits are summed (measured: the sum wins for a few rows, where the product
+#: is bound by reading the weights, and loses once the product is compute
+#: bound).
+BLAS_MIN_ROWS = 8
+#: Below this share of 1 bits (sparse spikes), summing the active weight rows
+#: beats the matrix product at any batch size (it costs in proportion to the
+#: active bits, the product does not).
+SPARSE_DENSITY = 0.2
+
+
+class Context:
+    """What an op's ``prepare`` sees of the net being loaded.
+
+    Parameters
+    ----------
+    tensors : dict of str to ndarray
+        The net's arrays, validated.
+    widths : dict of str to int
+        Number of units of each value, by name.
+    """
+
+    def __init__(self, tensors, widths):
+        self.tensors = tensors
+        self.widths = widths
+        #: arrays derived from the tensors at load, by (kind, tensor name):
+        #: layers that name the same tensor share them
+        self.derived = {}
+
+    def tensor(self, layer, role):
+        """The array that `layer` names for `role`."""
+        return self.tensors[layer["tensors"][role]]
+
+    def width(self, layer):
+        """Width of the (first) input of `layer`."""
+        return self.widths[layer["inputs"][0]]
+
+    def derive(self, kind, layer, role, make):
+        """``make(array)`` of the tensor `role` of `layer`, made once per tensor."""
+        key = (kind, layer["tensors"][role])
+        got = self.derived.get(key)
+        if got is None:
+            got = self.derived[key] = make(self.tensors[key[1]])
+        return got
+
+    def error(self, layer, message):
+        """The ValueError of an invalid layer."""
+        return schema_error(f"layer {layer['name']!r}: {message}")
+
+
+def split(n, parts):
+    """``parts`` contiguous ranges covering ``range(n)`` (none empty)."""
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
+
+
+def run_rows_cols(kernel, n_rows, n_cols, n_threads, *args):
+    """Run ``kernel(*args, r0, r1, c0, c1)`` split over rows (or columns)."""
+    if n_threads <= 1:
+        kernel(*args, 0, n_rows, 0, n_cols)
+        return
+    if n_rows >= 4 * n_threads:
+        tasks = [(*args, a, b, 0, n_cols) for a, b in split(n_rows, n_threads)]
+    else:
+        tasks = [(*args, 0, n_rows, a, b) for a, b in split(n_cols, n_threads)]
+    run_in_threads(kernel, tasks, n_threads)
+
+
+def run_rows(kernel, n_rows, n_threads, *args):
+    """Run ``kernel(*args, r0, r1)`` split over rows."""
+    if n_threads <= 1 or n_rows == 1:
+        kernel(*args, 0, n_rows)
+        return
+    tasks = [(*args, a, b) for a, b in split(n_rows, n_threads)]
+    run_in_threads(kernel, tasks, n_threads)
+
+
+def row_runner(n_threads):
+    """``run(kernel, n_rows, *args)`` on `n_threads` (the callback of _maps)."""
+
+    def run(kernel, n_rows, *args):
+        run_rows(kernel, n_rows, n_threads, *args)
+
+    return run
+
+
+def density(words, width):
+    """Share of 1 bits among the `width` units of each row of `words`."""
+    return count_bits(words) / max(1, words.shape[0] * width)
+
+
+def pack_rows(bits):
+    """uint64 words of a 2-D array of 0/1 values (unit layout of the kernels)."""
+    bits = np.ascontiguousarray(bits, dtype=np.uint8)
+    return packed_to_words(np.packbits(bits, axis=1), bits.shape[1])
+
+
+def unpack_rows(words, width):
+    """0/1 uint8 rows of `width` units of packed `words` (one thread)."""
+    out = np.empty((words.shape[0], width), dtype=np.uint8)
+    unpack_words(words, width, out, 0, words.shape[0])
+    return out
+
+
+def channels_first(rows, n, h, w):
+    """``(n * h * w, channels)`` rows as ``(n, channels * h * w)`` maps."""
+    return np.ascontiguousarray(
+        rows.reshape(n, h, w, -1).transpose(0, 3, 1, 2).reshape(n, -1)
+    )
+
+
+def quantise(wt):
+    """16-bit weights of a layer followed by a step, and what certifies them.
+
+    Returns ``(q, scale, abs_sum, w_rows)``: ``q = rint(wt / scale)`` as
+    int16 with ``scale = max |wt| / 32767`` per output (so
+    ``|wt - q * scale| <= scale / 2``), ``sum |wt|`` per output, and the
+    float32 weights one row per output (for the rare exact sums).
+    """
+    w64 = wt.astype(np.float64)
+    top = np.abs(w64).max(axis=0) if len(w64) else np.zeros(wt.shape[1])
+    scale = np.where(top > 0, top / 32767.0, 1.0)
+    q = np.clip(np.rint(w64 / scale), -32767, 32767).astype(np.int16)
+    abs_sum = np.abs(w64).sum(axis=0)
+    return np.ascontiguousarray(q), scale, abs_sum, np.ascontiguousarray(wt.T)
+
+
+def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
+    """``1[bits . wt >= threshold]`` for each row of words `x`.
+
+    `steps` is what :func:`quantise` made of the weights `wt`; `dense`, if
+    given, holds the same bits as `x` as 0/1 values (one per unit).
+    """
+    q, scale, abs_sum, w_rows = steps
+    rows = x.shape[0]
+    out = np.empty((rows, -(-n_out // 64)), dtype=np.uint64)
+    if rows < BLAS_MIN_ROWS:
+        if n_threads <= 1:
+            step_int16(x, q, scale, threshold, w_rows, out, 0, rows, 0, n_out)
+        else:  # split the outputs on word boundaries
+            args = (x, q, scale, threshold, w_rows, out, 0, rows)
+            tasks = [
+                (*args, 64 * a, min(64 * b, n_out))
+                for a, b in split(out.shape[1], n_threads)
+            ]
+            run_in_threads(step_int16, tasks, n_threads)
+        return out
+    if dense is None:
+        dense = np.empty((rows, width), dtype=np.float32)
+        run_rows(unpack_words, rows, n_threads, x, width, dense)
+    z = dense.astype(np.float32, copy=False) @ wt
+    run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
+    return out
+
+
+def same_maps(shape, attrs):
+    """Geometry of a map op whose output has the shape of its input."""
+    return tuple(shape)
+
+
+def one_pixel(shape, attrs):
+    """Geometry of a map op that pools each channel into one pixel."""
+    return shape[0], 1, 1
+
+
+def bit_patches(x, attrs, n_threads, *, blas):
+    """im2col of the 0/1 maps of ``pixel_bits`` `x` (real weights on bits).
+
+    Returns ``(patches, few)``: `few` says the rows are too few for a BLAS
+    product. With `blas` and many rows, the patches are float32 (for a BLAS
+    product), else uint8.
+    """
+    c, h, w = attrs["shape"]
+    k, s, p = attrs["kernel"], attrs["stride"], attrs["padding"]
+    n = x.shape[0]
+    few = n * conv_output_size(h, k, s, p) * conv_output_size(w, k, s, p)
+    few = few < BLAS_MIN_ROWS
+    dtype = np.float32 if blas and not few else np.uint8
+    bits = unpack_pixels(x, c, row_runner(n_threads), dtype).reshape(n, h, w, c)
+    patches, _ = im2col(bits, k, s, p)
+    return patches, few

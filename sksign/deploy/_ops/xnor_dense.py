@@ -1,0 +1,50 @@
+"""``xnor_dense``: binary weights on bits (XNOR-popcount), ``alpha * dot + beta``."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+
+from sksign.deploy._format import OpSpec
+from sksign.deploy._ops._common import run_rows_cols
+from sksign.deploy.kernels import xnor_affine
+from sksign.kernels import packed_to_words
+
+
+def prepare(layer, ctx):
+    n_bits, n_out = ctx.width(layer), layer["attrs"]["out"]
+    words = ctx.derive(
+        "words",
+        layer,
+        "weight_bits",
+        lambda raw: np.ascontiguousarray(packed_to_words(raw, n_bits).T),
+    )
+    alpha, beta = ctx.tensor(layer, "alpha"), ctx.tensor(layer, "beta")
+
+    def run(xs, n, n_threads):
+        x = xs[0]
+        out = np.empty((x.shape[0], n_out), dtype=np.float32)
+        args = (x, words, n_bits, alpha, beta, out)
+        run_rows_cols(xnor_affine, x.shape[0], n_out, n_threads, *args)
+        return out
+
+    return run
+
+
+SPEC = OpSpec(
+    "bits",
+    "float",
+    1,
+    {"out": int},
+    {
+        "weight_bits": ("uint8", ("out", "in_bytes")),
+        "alpha": ("float32", ("out",)),
+        "beta": ("float32", ("out",)),
+    },
+    work_divisor=16,  # a multiply-accumulate is a sixteenth of a word
+    arithmetic="xnor-popcount",
+    n_weights=lambda layer, n_in, n_out: n_in * n_out,  # one bit each
+    prepare=prepare,
+)

@@ -1,0 +1,194 @@
+"""Numba kernels of packed bits: the unit layout, sign packing, sums over bits.
+
+The bit layout of the layer kernels of :mod:`sksign.deploy`. Bits travel as C-contiguous
+``uint64`` words laid out as :func:`~sksign.kernels.packed_to_words` lays out
+:func:`~sksign.kernels.pack_bits` codes: unit ``u`` of a row is bit
+``8 * ((u % 64) // 8) + 7 - u % 8`` of word ``u // 64`` (bytes most
+significant bit first, read as little-endian words), padding bits zero. So
+weights packed with :func:`~sksign.kernels.pack_bits` and activations packed
+here meet bit for bit, and ``popcount(a ^ w)`` (:func:`popcount64`) counts
+their disagreements.
+
+Every kernel is serial, works on a range of rows ``[r0, r1)`` and of output
+columns ``[c0, c1)`` and releases the GIL, so the caller splits the work over
+threads (rows for batches, columns for a single row) with results that never
+depend on the split.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sksign.kernels._popcount import popcount64
+
+__all__ = [
+    "ROW_BLOCK",
+    "bit_accumulate",
+    "count_bits",
+    "if_neuron_pack",
+    "pack_ge",
+    "unit_of_bit",
+    "unpack_words",
+]
+
+#: Rows of a block in :func:`bit_accumulate` (they share each weight row read).
+ROW_BLOCK = 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def unit_of_bit(word, pos):
+    """Unit index of bit `pos` (0 = least significant) of word `word`."""
+    return 64 * word + 8 * (pos // 8) + 7 - pos % 8
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def count_bits(words):
+    """Number of 1 bits in a 2-D array of uint64 words."""
+    s = 0
+    for i in range(words.shape[0]):
+        for w in range(words.shape[1]):
+            s += popcount64(words[i, w])
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def pack_ge(z, threshold, out, r0, r1):
+    """``out[i]`` = the packed bits ``z[i, u] >= threshold[u]``, rows ``r0:r1``.
+
+    Parameters
+    ----------
+    z : ndarray of shape (n_rows, n_units), float32 or float64
+        Pre-activations.
+    threshold : ndarray of shape (n_units,)
+        Per-unit threshold (0 for the step ``1[z >= 0]``); NaN never fires.
+    out : ndarray of shape (n_rows, ceil(n_units / 64)), dtype uint64
+        Receives the words; padding bits are zero.
+    r0, r1 : int
+        Row range.
+    """
+    n_units = z.shape[1]
+    n_words = out.shape[1]
+    for i in range(r0, r1):
+        for w in range(n_words):
+            word = np.uint64(0)
+            base = 64 * w
+            stop = min(64, n_units - base)
+            for j in range(stop):
+                u = base + j
+                if z[i, u] >= threshold[u]:
+                    pos = 8 * (j // 8) + 7 - j % 8
+                    word |= np.uint64(1) << np.uint64(pos)
+            out[i, w] = word
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def unpack_words(words, n_units, out, r0, r1):
+    """``out[i, u]`` = bit ``u`` of row ``i`` (0 or 1), rows ``r0:r1``."""
+    for i in range(r0, r1):
+        for u in range(n_units):
+            w = u // 64
+            j = u % 64
+            pos = 8 * (j // 8) + 7 - j % 8
+            out[i, u] = (words[i, w] >> np.uint64(pos)) & np.uint64(1)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def bit_accumulate(xw, wt, out, r0, r1, c0, c1):
+    """Real weights x bits: ``out[i] += sum of wt[u] over the set bits u of row i``.
+
+    The weight rows of the active units are added in increasing unit order,
+    in the dtype of `out` (float32, or float64 for a readout). The rows of a
+    block share each weight row they use, so a weight row is read once per
+    block. Best for a few rows: a weight row costs one vector add per active
+    bit, against a multiply-add per bit, active or not, for a matrix product.
+
+    Parameters
+    ----------
+    xw : ndarray of shape (n_rows, n_words), dtype uint64
+        Packed input bits.
+    wt : ndarray of shape (n_in, n_out)
+        Weights, one row per input unit (the transpose of a torch weight).
+    out : ndarray of shape (n_rows, n_out)
+        Accumulated into (initialise it with the bias).
+    r0, r1, c0, c1 : int
+        Row and output-column ranges.
+    """
+    n_words = xw.shape[1]
+    n_in = wt.shape[0]
+    n = c1 - c0
+    for b0 in range(r0, r1, ROW_BLOCK):
+        b1 = min(b0 + ROW_BLOCK, r1)
+        for w in range(n_words):
+            any_bits = np.uint64(0)
+            for i in range(b0, b1):
+                any_bits |= xw[i, w]
+            while any_bits:
+                low = any_bits & (~any_bits + np.uint64(1))
+                pos = popcount64(low - np.uint64(1))
+                any_bits ^= low
+                u = unit_of_bit(w, pos)
+                if u >= n_in:
+                    continue
+                # zero-based loops over 1-D slices: LLVM vectorises them
+                row = wt[u, c0:c1]
+                for i in range(b0, b1):
+                    if xw[i, w] & low:
+                        acc = out[i, c0:c1]
+                        for c in range(n):
+                            acc[c] += row[c]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def if_neuron_pack(current, time_steps, constant, threshold, reset_zero, out, r0, r1):
+    """Integrate-and-fire neurons over `time_steps` steps, spikes packed.
+
+    For each sample and unit, in the dtype of `current` (float32, as the torch
+    neuron)::
+
+        v = v + I[t];  s = (v - threshold) >= 0
+        v = v - threshold * s        (reset by subtraction)
+        v = v * (1 - s)              (reset to zero)
+
+    Parameters
+    ----------
+    current : ndarray of shape (n_samples, n_units) or (n_samples * T, n_units)
+        Input current: one row per sample (`constant`: the same current at
+        every step) or one row per sample and step (row ``n * T + t``).
+    time_steps : int
+        Number of steps T.
+    constant : bool
+        Whether `current` has one row per sample.
+    threshold : float
+        Firing threshold, in the dtype of `current`.
+    reset_zero : bool
+        Reset to zero (True) or by subtraction (False).
+    out : ndarray of shape (n_samples * T, ceil(n_units / 64)), dtype uint64
+        Receives the spikes, row ``n * T + t``.
+    r0, r1 : int
+        Sample range.
+    """
+    n_units = current.shape[1]
+    n_words = out.shape[1]
+    zero = current.dtype.type(0)
+    v = np.empty(n_units, dtype=current.dtype)
+    for n in range(r0, r1):
+        for w in range(n_words):
+            for t in range(time_steps):
+                out[n * time_steps + t, w] = 0
+        for u in range(n_units):
+            v[u] = zero
+        for t in range(time_steps):
+            src = n if constant else n * time_steps + t
+            row = n * time_steps + t
+            for u in range(n_units):
+                vu = v[u] + current[src, u]
+                if vu - threshold >= zero:
+                    j = u % 64
+                    pos = 8 * (j // 8) + 7 - j % 8
+                    out[row, u // 64] |= np.uint64(1) << np.uint64(pos)
+                    vu = zero if reset_zero else vu - threshold
+                v[u] = vu
