@@ -9,6 +9,7 @@ regressor is in :mod:`sksign.estimators._regressor`.
 
 from __future__ import annotations
 
+import importlib
 from typing import ClassVar
 
 import torch
@@ -273,9 +274,8 @@ class HTAFNetClassifier(
 
 
 def __getattr__(name):
-    # regressors pickled when HTAFNetRegressor lived here still load
+    # regressors pickled when HTAFNetRegressor lived here still load (by name:
+    # _regressor imports this module, and the alias is no import dependency)
     if name == "HTAFNetRegressor":
-        from sksign.estimators._regressor import HTAFNetRegressor
-
-        return HTAFNetRegressor
+        return importlib.import_module("sksign.estimators._regressor").HTAFNetRegressor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
