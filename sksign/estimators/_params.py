@@ -170,9 +170,11 @@ DOCS: dict = {
         lr : float or "auto", default="auto"
             Learning rate. "auto" picks it by architecture and activation when
             the optimizer is built (stored as ``lr_``): 3e-3 for the step nets
-            "sew_resnet" and "bireal", for "resnet18" with "ste" and for "wrn"
-            with "ste" or "scaled_sigmoid"; 1e-3 for every other net (the
-            rates that trained best on the padded digits).
+            "sew_resnet", "bireal", "wrn" and "vit" and for "resnet18" with
+            "ste"; 1e-3 for every other net (the rates that trained best on
+            the padded digits). Deep MLPs with "htaf" or "scaled_sigmoid"
+            (six hidden layers of 512) can stay at chance at 1e-3: pass
+            ``lr=3e-4`` there.
         lr_schedule : {"auto", "constant", "cosine"}, default="auto"
             "cosine" decays the rate from ``lr`` towards 0 over ``max_epochs``
             (stepped per epoch; :class:`~sksign.estimators.CosineSchedule`,
@@ -296,9 +298,10 @@ default="mlp"
             more units), then ``alpha0`` rises geometrically to ``alpha0`` over
             ``anneal_epochs`` epochs (:class:`~sksign.estimators.AlphaAnnealing`).
             "auto" starts at 0.1 for the nets whose ``lr_schedule="auto"``
-            is "cosine" (when ``alpha0`` is larger) and does not anneal the
-            others; None trains at ``alpha0`` throughout. Only "htaf"
-            activations are annealed. Why: HTAF(2, 11) passes gradient only
+            is "cosine" (when ``alpha0`` is larger), except "wrn" (it trained
+            best at 3e-3 without), and does not anneal the others; None
+            trains at ``alpha0`` throughout. Only "htaf" activations are
+            annealed. Why: HTAF(2, 11) passes gradient only
             where ``|x| < 0.25`` or so, 13-20% of the BatchNorm-ed
             pre-activations of a deep net at the start, against 62-87% inside
             STE's ``|x| <= 1``.
