@@ -72,6 +72,17 @@ def test_demo_end_to_end(tmp_path):
     check_report_tables_equal_csv_files(demo)
     check_numbers_are_consistent_with_each_other(demo)
     check_every_intervention_number_names_its_definition(demo)
+    check_sign_codes_nearly_match_the_nets(demo)
+
+
+def check_sign_codes_nearly_match_the_nets(demo):
+    """The demo shows the Sign Code paper's claim where it holds: on its deep
+    nets the sign-kNN is within 0.03 of each net (the paper's bound)."""
+    _, out = demo
+    header, rows = _read_csv(out / "sign_codes.csv")
+    gaps = {r[0]: float(r[header.index("sign_gap")]) for r in rows}
+    assert gaps
+    assert max(abs(g) for g in gaps.values()) < 0.03, gaps
 
 
 def check_demo_runs_and_prints_summary(demo):
