@@ -43,10 +43,12 @@ N_FEATURES = 64
 # -- messages ------------------------------------------------------------------
 NAN = r"Input X contains NaN"
 INF = r"Input X contains infinity"
-EMPTY = r"Found array with 0 sample\(s\)"
+# scikit-learn's messages, or SignCodeTransformer's own (which also names texts)
+EMPTY = r"Found array with 0 sample\(s\)|X has no samples"
 NO_FEATURES = r"Found array with 0 feature\(s\)"
 STRINGS = (
     r"could not convert string to float|not compatible with arrays of bytes/strings"
+    r"|reads numbers, but X holds text"
 )
 COMPLEX = r"Complex data not supported"
 WRONG_WIDTH = r"X has 10 features, but \w+ is expecting \d+ features"

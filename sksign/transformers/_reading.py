@@ -84,7 +84,7 @@ def _reject_empty_or_text(X):
         return
     if text:
         got = "a string" if _is_text(X) else f"a {type(X).__name__} of strings"
-        raise TypeError(
+        raise ValueError(  # as check_array's "could not convert string"
             f"SignCodeTransformer reads numbers, but X holds text (got {got}). "
             "For a language model, turn the texts into token ids first: "
             "X = tokenize_to_array(tokenizer, texts, max_length=...)."

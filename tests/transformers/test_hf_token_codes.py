@@ -179,7 +179,7 @@ def test_bad_token_input_errors_clearly(minilm, ids):
     with pytest.raises(ValueError, match="X has no samples"):
         tr.transform_tokens([])
     for texts in (SENTENCES, "Hi.", np.array(SENTENCES)):
-        with pytest.raises(TypeError, match=r"X holds text.*tokenize_to_array"):
+        with pytest.raises(ValueError, match=r"X holds text.*tokenize_to_array"):
             tr.transform_tokens(texts)
     with pytest.raises(TypeError, match="integer token ids"):
         tr.transform_tokens(ids.astype(np.float32))
