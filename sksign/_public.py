@@ -166,6 +166,7 @@ _SECTIONS = (
             "resolve_layers": "sksign.nn.hooks._layers",
             "sign_flip": "sksign.nn.interventions",
             "temporarily_eval": "sksign.nn.hooks._capture",
+            "temporary_mode": "sksign.nn.hooks._capture",
         },
     ),
     (
@@ -183,6 +184,7 @@ _SECTIONS = (
             "record_signs": "sksign.nn.hooks._recording",
             "resolve_layers": "sksign.nn.hooks._layers",
             "temporarily_eval": "sksign.nn.hooks._capture",
+            "temporary_mode": "sksign.nn.hooks._capture",
         },
     ),
     (

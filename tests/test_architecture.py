@@ -154,3 +154,26 @@ def test_no_module_is_longer_than_600_lines():
         if n_lines > MAX_LINES:
             too_long[name] = n_lines
     assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
+
+
+def _training_assignments(path):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(
+            isinstance(t, ast.Attribute) and t.attr == "training" for t in node.targets
+        )
+    ]
+
+
+def test_train_modes_are_saved_and_restored_in_one_place():
+    """Check that ``.training`` flags are set back only by
+    sksign.nn.temporary_mode (sksign/nn/hooks/_capture.py)."""
+    found = {
+        str(p.relative_to(PACKAGE)): lines
+        for p in PACKAGE.rglob("*.py")
+        if (lines := _training_assignments(p))
+    }
+    assert list(found) == ["nn/hooks/_capture.py"], found

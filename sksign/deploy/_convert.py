@@ -28,6 +28,7 @@ from sksign.deploy._estimators import PackedClassifier, PackedRegressor
 from sksign.deploy._format import FORMAT, VERSION
 from sksign.deploy._runtime import PackedNet
 from sksign.nn.activations import force_step_mode
+from sksign.nn.hooks import temporary_mode
 
 __all__ = ["CONVERTERS", "pack"]
 
@@ -98,8 +99,6 @@ def _torch_forward(reference, X, n_threads):
     device = "cpu" if param is None else param.device
     x = torch.as_tensor(np.asarray(X), dtype=dtype, device=device)
     threads = torch.get_num_threads()
-    # per submodule: a net may keep some layers (BatchNorm) in eval on purpose
-    training = [(m, m.training) for m in module.modules()]
     what = (
         f"the torch module's forward ({str(dtype).removeprefix('torch.')}, "
         f"{n_threads} thread{'s' if n_threads != 1 else ''})"
@@ -115,12 +114,10 @@ def _torch_forward(reference, X, n_threads):
 
     try:
         torch.set_num_threads(n_threads)
-        module.eval()
-        with force_step_mode(module, "hard"):
+        # each submodule's mode comes back (a net may keep BatchNorm in eval)
+        with temporary_mode(module, training=False), force_step_mode(module, "hard"):
             yield forward, what
     finally:
-        for m, mode in training:
-            m.training = mode
         torch.set_num_threads(threads)
 
 

@@ -25,6 +25,7 @@ from sksign.nn import (
     StepActivation,
     batchnorm_layers,
     recalibrate_batchnorm,
+    temporary_mode,
 )
 
 __all__ = ["BatchNormRecalibrationMixin", "StepTrainingMixin"]
@@ -70,13 +71,8 @@ class BatchNormRecalibrationMixin:
         if not norms:
             return []
         # the layers that train with the net: a frozen part stays in eval()
-        flags = [(m, m.training) for m in module.modules()]
-        try:
-            module.train()
+        with temporary_mode(module, training=True):
             return [name for name, bn in norms.items() if bn.training]
-        finally:
-            for m, training in flags:
-                m.training = training
 
     def _recalibrate_batchnorm(self, X, y):
         """Re-estimate the BatchNorm statistics with the exact step."""

@@ -60,6 +60,7 @@ from sksign.nn.hooks import (
     record_signs,
     resolve_layers,
     temporarily_eval,
+    temporary_mode,
 )
 from sksign.nn.icbm import BACKBONES, ICBMNet
 from sksign.nn.interventions import (

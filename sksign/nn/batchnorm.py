@@ -22,6 +22,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from sksign.nn._validation import check_option
 from sksign.nn.activations import force_step_mode
+from sksign.nn.hooks._capture import temporary_mode
 
 __all__ = ["batchnorm_layers", "recalibrate_batchnorm"]
 
@@ -172,23 +173,22 @@ def recalibrate_batchnorm(
     norms = _select(module, layers)
     if not norms:
         return module
-    flags = [(m, m.training) for m in module.modules()]
     saved = [
         (bn, bn.momentum, bn.running_mean.clone(), bn.running_var.clone(),
          bn.num_batches_tracked.clone())
         for bn in norms
     ]  # fmt: skip
     try:
-        module.eval()
-        for bn in norms:
-            bn.reset_running_stats()
-            bn.momentum = None
-            bn.train()
-        n_batches = 0
-        with force_step_mode(module, mode), torch.no_grad():
-            for batch in batches:
-                module(_inputs(batch))
-                n_batches += 1
+        with temporary_mode(module, training=False):
+            for bn in norms:
+                bn.reset_running_stats()
+                bn.momentum = None
+                bn.train()
+            n_batches = 0
+            with force_step_mode(module, mode), torch.no_grad():
+                for batch in batches:
+                    module(_inputs(batch))
+                    n_batches += 1
         if n_batches == 0:
             raise ValueError("batches is empty: there is nothing to estimate from.")
     except BaseException:
@@ -198,8 +198,6 @@ def recalibrate_batchnorm(
             bn.num_batches_tracked.copy_(count)
         raise
     finally:
-        for m, training in flags:
-            m.training = training
         for bn, momentum, *_ in saved:
             bn.momentum = momentum
     for bn, _, mean, var, count in saved:

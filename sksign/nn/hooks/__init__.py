@@ -28,6 +28,7 @@ from sksign.nn.hooks._capture import (
     capture_activations,
     forward_hooks,
     temporarily_eval,
+    temporary_mode,
 )
 from sksign.nn.hooks._kinds import activation_kind, find_activations
 from sksign.nn.hooks._layers import resolve_layers

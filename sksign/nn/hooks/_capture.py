@@ -62,6 +62,50 @@ def call_key(name: str, i: int) -> str:
 
 
 @contextmanager
+def temporary_mode(
+    module: nn.Module, training: bool | None = None
+) -> Iterator[nn.Module]:
+    """Set `module`'s train/eval mode for a block, then restore every submodule's.
+
+    The one place where sksign saves and restores ``.training`` flags: each
+    submodule gets its own flag back on exit, also after an exception (a
+    backbone frozen in ``eval()`` inside a training net stays so).
+
+    Parameters
+    ----------
+    module : nn.Module
+        The net.
+    training : bool or None, default=None
+        ``module.train(training)`` on entry; None leaves the modes as they
+        are (the block may set them itself).
+
+    Yields
+    ------
+    nn.Module
+        `module` itself.
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> from sksign.nn import temporary_mode
+    >>> net = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)).eval()
+    >>> with temporary_mode(net, training=True):
+    ...     net[1].training
+    True
+    >>> net.training, net[1].training
+    (False, False)
+    """
+    saved = [(m, m.training) for m in module.modules()]
+    try:
+        if training is not None:
+            module.train(training)
+        yield module
+    finally:
+        for m, flag in saved:
+            m.training = flag
+
+
+@contextmanager
 def temporarily_eval(module: nn.Module) -> Iterator[nn.Module]:
     """Put `module` in ``eval()`` mode and restore every submodule's mode after.
 
@@ -88,13 +132,8 @@ def temporarily_eval(module: nn.Module) -> Iterator[nn.Module]:
     >>> net.training, net[1].training
     (True, True)
     """
-    saved = [(m, m.training) for m in module.modules()]
-    try:
-        module.eval()
+    with temporary_mode(module, training=False):
         yield module
-    finally:
-        for m, training in saved:
-            m.training = training
 
 
 @contextmanager
