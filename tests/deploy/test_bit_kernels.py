@@ -286,3 +286,19 @@ def test_certified_step_falls_back_when_the_float_sum_is_off():
     got = np.empty((1, 1), np.uint8)
     unpack_words(out, 1, got, 0, 1)
     assert got[0, 0] == 1
+
+
+def test_word_bit_is_the_inverse_of_unit_of_bit_and_matches_pack_bits():
+    """Check the one bit-position formula: word_bit(u) sets the bit that
+    unit_of_bit maps back to u, the bit pack_bits + packed_to_words set."""
+    from sksign.deploy.kernels._bits import unit_of_bit, word_bit
+
+    for u in range(200):
+        mask = int(word_bit(u))
+        assert mask.bit_count() == 1
+        pos = mask.bit_length() - 1
+        assert unit_of_bit(u // 64, pos) == u
+        row = np.zeros((1, 200), dtype=np.uint8)
+        row[0, u] = 1
+        words = packed_to_words(pack_bits(row), 200)
+        assert int(words[0, u // 64]) == mask

@@ -33,6 +33,7 @@ __all__ = [
     "pack_ge",
     "unit_of_bit",
     "unpack_words",
+    "word_bit",
 ]
 
 #: Rows of a block in :func:`bit_accumulate` (they share each weight row read).
@@ -43,6 +44,17 @@ ROW_BLOCK = 4
 def unit_of_bit(word, pos):
     """Unit index of bit `pos` (0 = least significant) of word `word`."""
     return 64 * word + 8 * (pos // 8) + 7 - pos % 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def word_bit(unit):
+    """The ``uint64`` mask of `unit`'s bit in its word ``unit // 64``.
+
+    The inverse of :func:`unit_of_bit`: the one place that writes the bit
+    position of a unit (the layout of the module docstring).
+    """
+    j = unit % 64
+    return np.uint64(1) << np.uint64(8 * (j // 8) + 7 - j % 8)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -80,8 +92,7 @@ def pack_ge(z, threshold, out, r0, r1):
             for j in range(stop):
                 u = base + j
                 if z[i, u] >= threshold[u]:
-                    pos = 8 * (j // 8) + 7 - j % 8
-                    word |= np.uint64(1) << np.uint64(pos)
+                    word |= word_bit(j)
             out[i, w] = word
 
 
@@ -90,10 +101,7 @@ def unpack_words(words, n_units, out, r0, r1):
     """``out[i, u]`` = bit ``u`` of row ``i`` (0 or 1), rows ``r0:r1``."""
     for i in range(r0, r1):
         for u in range(n_units):
-            w = u // 64
-            j = u % 64
-            pos = 8 * (j // 8) + 7 - j % 8
-            out[i, u] = (words[i, w] >> np.uint64(pos)) & np.uint64(1)
+            out[i, u] = (words[i, u // 64] & word_bit(u)) != np.uint64(0)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -187,8 +195,6 @@ def if_neuron_pack(current, time_steps, constant, threshold, reset_zero, out, r0
             for u in range(n_units):
                 vu = v[u] + current[src, u]
                 if vu - threshold >= zero:
-                    j = u % 64
-                    pos = 8 * (j // 8) + 7 - j % 8
-                    out[row, u // 64] |= np.uint64(1) << np.uint64(pos)
+                    out[row, u // 64] |= word_bit(u)
                     vu = zero if reset_zero else vu - threshold
                 v[u] = vu

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy.kernels._bits import ROW_BLOCK, unit_of_bit
+from sksign.deploy.kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
 from sksign.kernels._popcount import popcount64
 
 __all__ = ["step_certified", "step_int16"]
@@ -112,10 +112,7 @@ def step_int16(xw, q, scale, threshold, w_rows, out, r0, r1, c0, c1):
                 else:
                     fire = _exact_sum(xw, i, w_rows, o) >= t
                 if fire:
-                    j = o % 64
-                    out[i, o // 64] |= np.uint64(1) << np.uint64(
-                        8 * (j // 8) + 7 - j % 8
-                    )
+                    out[i, o // 64] |= word_bit(o)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -166,5 +163,4 @@ def step_certified(z, xw, abs_sum, threshold, w_rows, out, r0, r1):
             else:
                 fire = _exact_sum(xw, i, w_rows, o) >= t
             if fire:
-                j = o % 64
-                out[i, o // 64] |= np.uint64(1) << np.uint64(8 * (j // 8) + 7 - j % 8)
+                out[i, o // 64] |= word_bit(o)
