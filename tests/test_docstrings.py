@@ -3,6 +3,7 @@
 import ast
 import importlib
 import inspect
+import re
 
 import pytest
 
@@ -62,3 +63,39 @@ def test_docstring_is_static(name, obj):
     assert written, f"{name} has no docstring in its source"
     for header in ("Examples",):
         assert header in written, f"{name}'s source docstring lacks {header}"
+
+
+_DEFAULT_LINE = re.compile(r"^(\w+) : .*?, default=(.+)$", re.M)
+
+
+def _documented_defaults(obj):
+    """``{parameter: the literal its docstring states as default}``."""
+    doc = inspect.getdoc(obj) or ""
+    section = doc.split("\nParameters\n----------\n", 1)[-1]
+    for end in ("\nAttributes\n", "\nReturns\n", "\nSee Also\n", "\nNotes\n"):
+        section = section.split(end, 1)[0]
+    found = {}
+    for name, value in _DEFAULT_LINE.findall(section):
+        try:
+            found[name] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            continue  # a class or an expression: not compared
+    return found
+
+
+@pytest.mark.parametrize(("name", "obj"), PUBLIC, ids=[n for n, _ in PUBLIC])
+def test_documented_defaults_are_the_signatures(name, obj):
+    """Check every literal ``default=`` of a docstring is the signature's
+    default (a shared docstring piece can drift from one estimator)."""
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        pytest.skip("no signature")
+    wrong = {
+        p: (doc, params[p].default)
+        for p, doc in _documented_defaults(obj).items()
+        if p in params
+        and params[p].default is not inspect.Parameter.empty
+        and doc != params[p].default
+    }
+    assert not wrong, f"{name}: docstring default vs signature: {wrong}"

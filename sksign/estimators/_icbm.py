@@ -27,14 +27,14 @@ from sksign.estimators._concepts import (
     concept_table,
 )
 from sksign.estimators._inference import InferenceModeMixin
-from sksign.estimators._params import DOCS, ICBM_CONSTRAINTS
+from sksign.estimators._params import ICBM_CONSTRAINTS, ICBM_DOCS
 from sksign.estimators._training import BatchNormRecalibrationMixin
 from sksign.nn import BACKBONES, ICBMNet, infer_input_shape, temporarily_eval
 
 __all__ = ["ConceptRecord", "ICBMClassifier"]
 
 
-@Substitution(**DOCS)
+@Substitution(**ICBM_DOCS)
 class ICBMClassifier(
     InferenceModeMixin,
     BatchNormRecalibrationMixin,

@@ -20,6 +20,7 @@ __all__ = [
     "DOCS",
     "HTAF_CONSTRAINTS",
     "ICBM_CONSTRAINTS",
+    "ICBM_DOCS",
     "REGRESSOR_CONSTRAINTS",
     "REGRESSOR_DOCS",
     "REPULSION_CONSTRAINTS",
@@ -383,3 +384,19 @@ REGRESSOR_DOCS: dict = {
         'lr_schedule : {"auto", "constant", "cosine"}, default="constant"',
     ),
 }
+
+
+def _without_recipe(training: str) -> str:
+    """The training docs with a plain ``lr`` and no ``lr_schedule`` (the ICBM)."""
+    start = training.index("        lr : ")
+    end = training.index("        max_epochs : ")
+    plain = (
+        "        lr : float, default=1e-3\n"
+        "            Learning rate of ``optimizer``, constant over the fit (pass a\n"
+        "            skorch ``LRScheduler`` in ``callbacks`` for a schedule).\n"
+    )
+    return training[:start] + plain + training[end:]
+
+
+#: The ICBM's pieces: a fixed learning rate, no "auto" recipe.
+ICBM_DOCS: dict = {**DOCS, "training": _without_recipe(DOCS["training"])}
