@@ -72,8 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import best_of
 
 from sksign.deploy import pack
+from sksign.deploy._kernels import xnor_affine
 from sksign.deploy._ops._common import run_rows_cols as _run_rows_cols
-from sksign.deploy.kernels import xnor_affine
 from sksign.estimators import HTAFNetClassifier
 from sksign.kernels._popcount import popcount64
 

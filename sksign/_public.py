@@ -11,19 +11,11 @@ public in :mod:`sksign.kernels` and re-exported by :mod:`sksign.metrics`).
 The nn submodules list only the names that :mod:`sksign.nn` does not
 re-export (their own ``__all__`` lists everything they define).
 
-:mod:`sksign.deploy` is being re-cut: its names are read from its
-``__init__`` (:func:`sections`), not declared here, and its ``__all__`` stays
-its own.
-
 Standard library only: ``import sksign`` reads this table.
 """
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
-
-import ast
-import functools
-from pathlib import Path
 
 #: (title in the API reference, public module, {public name: defining module})
 _SECTIONS = (
@@ -232,6 +224,19 @@ _SECTIONS = (
         "sksign.distributed",
         {"is_dask_array": "sksign.distributed._arrays"},
     ),
+    (
+        "Packed bit inference",
+        "sksign.deploy",
+        {
+            "PackedClassifier": "sksign.deploy._estimators",
+            "PackedNet": "sksign.deploy._runtime",
+            "PackedRegressor": "sksign.deploy._estimators",
+            "load": "sksign.deploy._persist",
+            "pack": "sksign.deploy._convert",
+            "packed_summary": "sksign.deploy._summary",
+            "save": "sksign.deploy._persist",
+        },
+    ),
 )
 
 #: the public packages' and modules' names, in the API reference's order
@@ -268,37 +273,12 @@ def public_names(module):
     return sorted(PUBLIC[module])
 
 
-@functools.lru_cache(maxsize=1)
-def _deploy_names():
-    """``sksign.deploy``'s public names, read from its ``__init__`` source.
-
-    The package is being re-cut; reading its ``__all__`` keeps this table in
-    step without importing numba. A name not imported there by a
-    ``from ... import`` (``pack``, loaded on first use) is mapped to the
-    package itself.
-    """
-    path = Path(__file__).parent / "deploy" / "__init__.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names, homes = [], {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                homes[alias.asname or alias.name] = node.module
-        elif isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            names = ast.literal_eval(node.value)
-    return {name: homes.get(name, "sksign.deploy") for name in names}
-
-
 def sections():
-    """The API reference's sections, :mod:`sksign.deploy` included.
+    """The API reference's sections.
 
     Returns
     -------
     sections : list of (str, str, dict)
         ``(title, public module, {public name: defining module})``.
     """
-    out = list(_SECTIONS)
-    out.append(("Packed bit inference", "sksign.deploy", _deploy_names()))
-    return out
+    return list(_SECTIONS)

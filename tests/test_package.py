@@ -81,14 +81,13 @@ def _public_modules():
     names = ["sksign"]
     for info in pkgutil.walk_packages(sksign.__path__, "sksign."):
         parts = info.name.split(".")
-        if not any(p.startswith("_") for p in parts) and parts[1] != "deploy":
+        if not any(p.startswith("_") for p in parts):
             names.append(info.name)
     return names
 
 
 def test_no_public_name_escapes_the_table():
-    """Check every public module's ``__all__`` lists only declared names
-    (sksign.deploy, being re-cut, keeps its own ``__all__``)."""
+    """Check every public module's ``__all__`` lists only declared names."""
     declared = {name for _, _, names in sections() for name in names}
     declared |= {"__version__", *TOP_LEVEL, *sksign._SUBPACKAGES}
     for module in _public_modules():

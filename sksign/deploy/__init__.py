@@ -16,20 +16,13 @@ import torch (only :func:`pack` does, to read the trained net).
 
 import importlib
 
+from sksign._public import public_names
 from sksign.deploy._estimators import PackedClassifier, PackedRegressor
 from sksign.deploy._persist import load, save
 from sksign.deploy._runtime import PackedNet
 from sksign.deploy._summary import packed_summary
 
-__all__ = [
-    "PackedClassifier",
-    "PackedNet",
-    "PackedRegressor",
-    "load",
-    "pack",
-    "packed_summary",
-    "save",
-]
+__all__ = public_names("sksign.deploy")
 
 
 def __getattr__(name):

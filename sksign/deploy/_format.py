@@ -4,7 +4,7 @@ A packed net is a list of layers, each an operation (``op``) that reads named
 values and writes one. Values are either float rows (``float``: float32
 arrays of shape ``(n_rows, width)``), packed bits (``bits``: uint64 words of
 shape ``(n_rows, ceil(width / 64))``, in the unit layout of
-:mod:`sksign.deploy.kernels`) or channels-last maps of packed bits
+:mod:`sksign.deploy._kernels`) or channels-last maps of packed bits
 (``pixel_bits``: the ``C`` bits of each pixel in ``ceil(C / 64)`` words, see
 :mod:`sksign.deploy._maps`). Spiking layers fold time into the rows (row
 ``n * T + t``).

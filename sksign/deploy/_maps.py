@@ -4,7 +4,7 @@ The image nets (ResNet-18, WideResNet, Bi-Real ResNet-18) run on maps laid
 out channels last (``(n, H * W * C)``, pixel by pixel), so that the channels
 of one pixel are contiguous: as float rows (``float``) or as packed bits
 (``pixel_bits``: the ``C`` bits of each pixel packed into ``ceil(C / 64)``
-uint64 words, in the unit layout of :mod:`sksign.deploy.kernels`, so a
+uint64 words, in the unit layout of :mod:`sksign.deploy._kernels`, so a
 row holds ``H * W * ceil(C / 64)`` words). A convolution is an im2col of
 these pixels, of floats or of whole words, followed by a matrix product, an
 XNOR-popcount or a sum of weight rows over the active bits. Spiking maps
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import conv_geometry, conv_output_size, words_per_pixel
-from sksign.deploy.kernels import pack_ge, unpack_words
+from sksign.deploy._kernels import pack_ge, unpack_words
 
 __all__ = [
     "GATES",

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sksign.deploy.kernels import (
+from sksign.deploy._kernels import (
     bit_accumulate,
     if_neuron_pack,
     pack_ge,
@@ -239,8 +239,8 @@ def _exact_step(bits, wt, thr):
 @pytest.mark.parametrize("ties", [False, True])
 def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
     """Check both step kernels give ``1[exact sum >= threshold]``, ties included."""
+    from sksign.deploy._kernels import step_certified, step_int16
     from sksign.deploy._ops._common import quantise as _quantise
-    from sksign.deploy.kernels import step_certified, step_int16
 
     rng = np.random.default_rng(n_in * 1000 + n_out + ties)
     n = 9
@@ -273,8 +273,8 @@ def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
 
 def test_certified_step_falls_back_when_the_float_sum_is_off():
     """Check a float32 sum that is wrong near the threshold is corrected."""
+    from sksign.deploy._kernels import step_certified
     from sksign.deploy._ops._common import quantise as _quantise
-    from sksign.deploy.kernels import step_certified
 
     wt = np.array([[1.0], [1e-8], [-1.0]], np.float32)
     thr = np.array([1e-8], np.float32)  # exact sum 1e-8 >= 1e-8: fires
@@ -291,7 +291,7 @@ def test_certified_step_falls_back_when_the_float_sum_is_off():
 def test_word_bit_is_the_inverse_of_unit_of_bit_and_matches_pack_bits():
     """Check the one bit-position formula: word_bit(u) sets the bit that
     unit_of_bit maps back to u, the bit pack_bits + packed_to_words set."""
-    from sksign.deploy.kernels._bits import unit_of_bit, word_bit
+    from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 
     for u in range(200):
         mask = int(word_bit(u))

@@ -171,7 +171,7 @@ def test_bnn_hidden_bits_are_bit_identical(fitted, digits):
 
 def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
     """Check a trained BNN layer's XNOR-popcount dots against torch's +-1 product."""
-    from sksign.deploy.kernels import xnor_affine
+    from sksign.deploy._kernels import xnor_affine
 
     _, X_test, _, _ = digits
     net = fitted["bnn"]

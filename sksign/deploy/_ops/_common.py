@@ -14,13 +14,13 @@ import numpy as np
 
 from sksign._threads import run_in_threads
 from sksign.deploy._format import conv_output_size, schema_error
-from sksign.deploy._maps import im2col, unpack_pixels
-from sksign.deploy.kernels import (
+from sksign.deploy._kernels import (
     count_bits,
     step_certified,
     step_int16,
     unpack_words,
 )
+from sksign.deploy._maps import im2col, unpack_pixels
 from sksign.kernels import packed_to_words
 
 __all__ = [

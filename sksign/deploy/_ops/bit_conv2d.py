@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import bit_accumulate
 from sksign.deploy._maps import map_conv_geometry
 from sksign.deploy._ops._common import bit_patches, pack_rows, run_rows_cols
-from sksign.deploy.kernels import bit_accumulate
 
 
 def prepare(layer, ctx):

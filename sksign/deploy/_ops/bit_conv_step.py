@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec, conv_geometry
+from sksign.deploy._kernels import unpack_words
 from sksign.deploy._maps import im2col
 from sksign.deploy._ops._common import (
     channels_first,
@@ -21,7 +22,6 @@ from sksign.deploy._ops._common import (
     step_rows,
     unpack_rows,
 )
-from sksign.deploy.kernels import unpack_words
 
 
 def prepare(layer, ctx):

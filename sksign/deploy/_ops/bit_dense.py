@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import bit_accumulate, unpack_words
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
     SPARSE_DENSITY,
@@ -19,7 +20,6 @@ from sksign.deploy._ops._common import (
     run_rows,
     run_rows_cols,
 )
-from sksign.deploy.kernels import bit_accumulate, unpack_words
 
 
 def prepare(layer, ctx):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import if_neuron_pack
 from sksign.deploy._ops._common import run_rows
 from sksign.deploy._ops._neurons import check_neuron
-from sksign.deploy.kernels import if_neuron_pack
 
 
 def prepare(layer, ctx):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import pack_ge
 from sksign.deploy._ops._common import run_rows
-from sksign.deploy.kernels import pack_ge
 
 
 def prepare(layer, ctx):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import xnor_affine
 from sksign.deploy._ops._common import run_rows_cols
-from sksign.deploy.kernels import xnor_affine
 from sksign.kernels import packed_to_words
 
 

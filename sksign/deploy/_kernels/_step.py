@@ -1,6 +1,6 @@
 """Real weights on bits followed by a step: the exact threshold decision.
 
-Bits in the unit layout of :mod:`sksign.deploy.kernels._bits`; serial over a
+Bits in the unit layout of :mod:`sksign.deploy._kernels._bits`; serial over a
 range of rows (and output columns), GIL released (the caller splits the work).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy.kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
 from sksign.kernels._popcount import popcount64
 
 __all__ = ["step_certified", "step_int16"]

@@ -1,6 +1,6 @@
 """The sign x sign kernel of the packed nets: XNOR-popcount with an affine map.
 
-Bits in the unit layout of :mod:`sksign.deploy.kernels._bits`; serial over a
+Bits in the unit layout of :mod:`sksign.deploy._kernels._bits`; serial over a
 range of rows and output columns, GIL released (the caller splits the work).
 """
 
