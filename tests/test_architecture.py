@@ -95,49 +95,49 @@ def test_no_import_cycle_between_subpackages(import_graph):
     assert _cycles(graph) == []
 
 
-def _hook_registrations(path):
+def _lines_where(path, match):
+    """Line numbers of the AST nodes of `path` for which ``match(node)``."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and node.attr in ("register_forward_hook", "register_forward_pre_hook")
-    ]
+    return [node.lineno for node in ast.walk(tree) if match(node)]
+
+
+def _modules_where(match):
+    """``{module path under sksign/: [line, ...]}`` of the modules with a match."""
+    return {
+        p.relative_to(PACKAGE).as_posix(): lines
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if (lines := _lines_where(p, match))
+    }
+
+
+def _is_hook_registration(node):
+    return isinstance(node, ast.Attribute) and node.attr in (
+        "register_forward_hook",
+        "register_forward_pre_hook",
+    )
 
 
 def test_forward_hooks_are_attached_inside_sksign_nn_only():
     """Check that every forward hook of the library goes through sksign.nn."""
-    outside = {
-        str(p.relative_to(PACKAGE)): lines
-        for p in PACKAGE.rglob("*.py")
-        if "nn" not in p.relative_to(PACKAGE).parts[:1]
-        and (lines := _hook_registrations(p))
-    }
-    assert outside == {}
-    inside = [p for p in (PACKAGE / "nn").rglob("*.py") if _hook_registrations(p)]
-    assert len(inside) == 1, inside
+    found = _modules_where(_is_hook_registration)
+    assert [m for m in found if not m.startswith("nn/")] == []
+    assert len(found) == 1, found
 
 
-def _thread_pools(path):
-    tree = ast.parse(path.read_text(), filename=str(path))
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Name | ast.Attribute)
-        and getattr(node, "id", getattr(node, "attr", None))
-        in ("ThreadPoolExecutor", "ThreadPool", "register_at_fork")
-    ]
+def _is_thread_pool(node):
+    name = getattr(node, "id", getattr(node, "attr", None))
+    return isinstance(node, ast.Name | ast.Attribute) and name in (
+        "ThreadPoolExecutor",
+        "ThreadPool",
+        "register_at_fork",
+    )
 
 
 def test_worker_threads_come_from_one_fork_safe_pool():
     """Check that sksign/_threads.py is the one module that makes thread
     pools (and clears them in a forked child): a pool cached elsewhere would
     hang a forked child that waits on threads it does not have."""
-    found = {
-        str(p.relative_to(PACKAGE)): lines
-        for p in PACKAGE.rglob("*.py")
-        if (lines := _thread_pools(p))
-    }
+    found = _modules_where(_is_thread_pool)
     assert list(found) == ["_threads.py"], found
 
 
@@ -156,24 +156,14 @@ def test_no_module_is_longer_than_600_lines():
     assert not too_long, f"modules over {MAX_LINES} lines: {too_long}"
 
 
-def _training_assignments(path):
-    tree = ast.parse(path.read_text(), filename=str(path))
-    return [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign)
-        and any(
-            isinstance(t, ast.Attribute) and t.attr == "training" for t in node.targets
-        )
-    ]
+def _is_training_assignment(node):
+    return isinstance(node, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == "training" for t in node.targets
+    )
 
 
 def test_train_modes_are_saved_and_restored_in_one_place():
     """Check that ``.training`` flags are set back only by
     sksign.nn.temporary_mode (sksign/nn/hooks/_capture.py)."""
-    found = {
-        str(p.relative_to(PACKAGE)): lines
-        for p in PACKAGE.rglob("*.py")
-        if (lines := _training_assignments(p))
-    }
+    found = _modules_where(_is_training_assignment)
     assert list(found) == ["nn/hooks/_capture.py"], found

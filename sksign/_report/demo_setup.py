@@ -85,7 +85,6 @@ class DemoContext:
         self.device = device
         self.show_progress = show_progress
         self.nets = {}
-        self.sign_nets = {}
 
     def bar(self, iterable=None, *, total=None, desc=None):
         """A progress bar, shown unless ``--no-progress``."""
@@ -102,13 +101,17 @@ class DemoContext:
             **kw,
         )
 
+    def fitted(self, hidden, activation, epochs, **kw):
+        """``make_net(...)`` fitted on the training split, once per setting."""
+        key = (hidden, activation, epochs, tuple(sorted(kw.items())))
+        if key not in self.nets:
+            net = self.make_net(hidden, activation, epochs, **kw)
+            self.nets[key] = net.fit(self.X_train, self.y_train)
+        return self.nets[key]
+
     def net(self, activation):
         """The main-size net with `activation`, fitted once and cached."""
-        if activation not in self.nets:
-            cfg = self.cfg
-            net = self.make_net(cfg.hidden, activation, cfg.epochs)
-            self.nets[activation] = net.fit(self.X_train, self.y_train)
-        return self.nets[activation]
+        return self.fitted(self.cfg.hidden, activation, self.cfg.epochs)
 
     def sign_net(self, activation):
         """The deep net of the sign-code sections, fitted once and cached.
@@ -117,12 +120,9 @@ class DemoContext:
         the default 1e-3 (the user guide's "Choosing a step activation and a
         recipe").
         """
-        if activation not in self.sign_nets:
-            cfg = self.cfg
-            kw = {"lr": 3e-4} if activation == "htaf" else {}
-            net = self.make_net(cfg.sign_hidden, activation, cfg.sign_epochs, **kw)
-            self.sign_nets[activation] = net.fit(self.X_train, self.y_train)
-        return self.sign_nets[activation]
+        kw = {"lr": 3e-4} if activation == "htaf" else {}
+        cfg = self.cfg
+        return self.fitted(cfg.sign_hidden, activation, cfg.sign_epochs, **kw)
 
 
 def add_figure(rep, plot, args, name, caption):
