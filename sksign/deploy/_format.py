@@ -21,6 +21,7 @@ its tensors against those specs. The converters write graphs that pass it,
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -119,6 +120,13 @@ def schema_error(message):
 def conv_output_size(size, kernel, stride=1, padding=0):
     """Output size of a convolution (or pooling window) along one axis."""
     return (size + 2 * padding - kernel) // stride + 1
+
+
+#: The attributes of a square convolution (what :func:`conv_geometry` reads;
+#: ``stride`` is 1 where absent). Read-only: several op specs share it.
+CONV_ATTRS = MappingProxyType(
+    {"shape": list, "channels": int, "kernel": int, "padding": int, "out": int}
+)
 
 
 def conv_geometry(shape, attrs):

@@ -19,9 +19,15 @@ and numba only: no torch.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 
-from sksign.deploy._format import conv_geometry, conv_output_size, words_per_pixel
+from sksign.deploy._format import (
+    conv_geometry,
+    conv_output_size,
+    words_per_pixel,
+)
 from sksign.deploy._kernels import pack_ge, unpack_words
 
 __all__ = [
@@ -42,6 +48,20 @@ NEURONS = ("if", "lif")
 #: Element-wise functions of two spike maps ``a`` and ``s`` (``pixel_gate``):
 #: ``(1 - a) * s`` and ``a * s``.
 GATES = ("iand", "and")
+
+
+#: The attributes of a convolution on channels-last maps (what
+#: :func:`map_conv_geometry` reads). Read-only: several op specs share it.
+MAP_CONV_ATTRS = MappingProxyType(
+    {
+        "shape": list,
+        "channels": int,
+        "kernel": int,
+        "stride": int,
+        "padding": int,
+        "out": int,
+    }
+)
 
 
 def map_conv_geometry(shape, attrs):

@@ -13,7 +13,7 @@ import numpy as np
 
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import bit_accumulate
-from sksign.deploy._maps import map_conv_geometry
+from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry
 from sksign.deploy._ops._common import bit_patches, pack_rows, run_rows_cols
 
 
@@ -42,14 +42,7 @@ SPEC = OpSpec(
     "pixel_bits",
     "float",
     1,
-    {
-        "shape": list,
-        "channels": int,
-        "kernel": int,
-        "stride": int,
-        "padding": int,
-        "out": int,
-    },
+    MAP_CONV_ATTRS,
     {"weight_t": ("float32", ("patch", "oc")), "bias": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,

@@ -10,7 +10,7 @@ maps; the output is ``pixel_bits`` again.
 from __future__ import annotations
 
 from sksign.deploy._format import OpSpec
-from sksign.deploy._maps import map_conv_geometry
+from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry
 from sksign.deploy._ops._common import bit_patches, pack_rows, quantise, step_rows
 
 
@@ -35,14 +35,7 @@ SPEC = OpSpec(
     "pixel_bits",
     "pixel_bits",
     1,
-    {
-        "shape": list,
-        "channels": int,
-        "kernel": int,
-        "stride": int,
-        "padding": int,
-        "out": int,
-    },
+    MAP_CONV_ATTRS,
     {"weight_t": ("float32", ("patch", "oc")), "threshold": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sksign.deploy._format import OpSpec, conv_geometry
+from sksign.deploy._format import CONV_ATTRS, OpSpec, conv_geometry
 from sksign.deploy._kernels import unpack_words
 from sksign.deploy._maps import im2col
 from sksign.deploy._ops._common import (
@@ -48,7 +48,7 @@ SPEC = OpSpec(
     "bits",
     "bits",
     1,
-    {"shape": list, "channels": int, "kernel": int, "padding": int, "out": int},
+    CONV_ATTRS,
     {"weight_t": ("float32", ("patch", "oc")), "threshold": ("float32", ("oc",))},
     layout="nchw",
     geometry=conv_geometry,

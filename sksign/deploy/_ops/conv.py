@@ -9,7 +9,7 @@ Values hold ``(C, H, W)`` maps flattened in that order (as torch's
 
 from __future__ import annotations
 
-from sksign.deploy._format import OpSpec, conv_geometry
+from sksign.deploy._format import CONV_ATTRS, OpSpec, conv_geometry
 from sksign.deploy._maps import im2col
 from sksign.deploy._ops._common import channels_first
 
@@ -34,7 +34,7 @@ SPEC = OpSpec(
     "float",
     "float",
     1,
-    {"shape": list, "channels": int, "kernel": int, "padding": int, "out": int},
+    CONV_ATTRS,
     {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
     layout="nchw",
     geometry=conv_geometry,

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from sksign.deploy._format import OpSpec
-from sksign.deploy._maps import im2col, map_conv_geometry
+from sksign.deploy._maps import MAP_CONV_ATTRS, im2col, map_conv_geometry
 
 
 def prepare(layer, ctx):
@@ -29,14 +29,7 @@ SPEC = OpSpec(
     "float",
     "float",
     1,
-    {
-        "shape": list,
-        "channels": int,
-        "kernel": int,
-        "stride": int,
-        "padding": int,
-        "out": int,
-    },
+    MAP_CONV_ATTRS,
     {"weight": ("float32", ("oc", "patch")), "bias": ("float32", ("oc",))},
     layout="nhwc",
     geometry=map_conv_geometry,

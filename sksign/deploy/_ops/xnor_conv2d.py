@@ -15,6 +15,7 @@ import numpy as np
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import xnor_affine
 from sksign.deploy._maps import (
+    MAP_CONV_ATTRS,
     conv_corrections,
     im2col,
     map_conv_geometry,
@@ -81,14 +82,7 @@ SPEC = OpSpec(
     "pixel_bits",
     "float",
     1,
-    {
-        "shape": list,
-        "channels": int,
-        "kernel": int,
-        "stride": int,
-        "padding": int,
-        "out": int,
-    },
+    MAP_CONV_ATTRS,
     {
         "weight_bits": ("uint8", ("oc", "patch_bytes")),
         "alpha": ("float32", ("oc",)),
