@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 __all__ = ["run_in_threads", "worker_pool"]
 
 _LOCK = threading.Lock()
+_N_CPUS = os.cpu_count() or 1
 _POOL: list[ThreadPoolExecutor] = []  # at most one, the current pool
 
 
@@ -46,7 +47,10 @@ def worker_pool(n_workers: int) -> ThreadPoolExecutor:
     caller shares the same pool, so the threads are started once per process
     (once per child after a ``fork()``).
     """
-    n_workers = max(1, int(n_workers), os.cpu_count() or 1)
+    n_workers = max(int(n_workers), _N_CPUS)
+    pool = _POOL[0] if _POOL else None
+    if pool is not None and pool._max_workers >= n_workers:
+        return pool  # the common case, without the lock
     with _LOCK:
         if _POOL and _POOL[0]._max_workers >= n_workers:
             return _POOL[0]
@@ -87,7 +91,8 @@ def run_in_threads(func, tasks, n_threads: int) -> list:
                 errors[i] = exc
 
     helpers = min(n_threads, len(tasks)) - 1
-    futures = [worker_pool(helpers).submit(work) for _ in range(helpers)]
+    pool = worker_pool(helpers)
+    futures = [pool.submit(work) for _ in range(helpers)]
     work()
     for f in futures:
         f.result()
