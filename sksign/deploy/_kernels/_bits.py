@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.kernels._popcount import popcount64
+from sksign.kernels import popcount64
 
 __all__ = [
     "ROW_BLOCK",

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from sksign.deploy._kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
-from sksign.kernels._popcount import popcount64
+from sksign.kernels import popcount64
 
 __all__ = ["step_certified", "step_int16"]
 
