@@ -14,29 +14,9 @@ import numpy as np
 from sklearn.utils.validation import validate_data
 from torch.utils.data import Dataset
 
+from sksign._shapes import check_sample_shape, same_sample_shape, split_sample_shape
+
 __all__ = ["check_net_X"]
-
-
-def _image_shape(shape):
-    """(C, H, W) of one image; a 2-D (H, W) shape has one channel."""
-    if shape is not None and len(shape) == 2:
-        return (1, *shape)
-    return None if shape is None else tuple(shape)
-
-
-def _split_images(X):
-    """`X` as rows and the shape of one image (None when X holds rows)."""
-    if hasattr(X, "iloc") or hasattr(X, "__dataframe__"):
-        return X, None
-    arr = X if isinstance(X, np.ndarray) else None
-    if arr is None and isinstance(X, list | tuple):
-        try:
-            arr = np.asarray(X)
-        except ValueError:
-            arr = None
-    if arr is not None and arr.ndim > 2:
-        return arr.reshape(arr.shape[0], -1), tuple(arr.shape[1:])
-    return X, None
 
 
 def check_net_X(net, X, *, reset: bool = False):
@@ -75,9 +55,9 @@ def check_net_X(net, X, *, reset: bool = False):
     """
     if isinstance(X, Dataset):
         return X
-    X, shape = _split_images(X)
+    X, shape = split_sample_shape(X)
     if reset and shape is not None and net.input_shape is not None:
-        if _image_shape(shape) != _image_shape(net.input_shape):
+        if not same_sample_shape(shape, net.input_shape, one_channel=True):
             raise ValueError(
                 f"X has images of shape {shape}, but input_shape="
                 f"{tuple(net.input_shape)} was given; leave input_shape=None "
@@ -88,11 +68,11 @@ def check_net_X(net, X, *, reset: bool = False):
     if reset:
         net._image_shape = shape
     else:
-        fitted_shape = getattr(net, "input_shape_", None)
-        if shape is not None and fitted_shape is not None:
-            if _image_shape(shape) != _image_shape(fitted_shape):
-                raise ValueError(
-                    f"X has images of shape {shape}, but {type(net).__name__} "
-                    f"was fitted on images of shape {fitted_shape}."
-                )
+        check_sample_shape(
+            shape,
+            getattr(net, "input_shape_", None),
+            type(net).__name__,
+            what="images",
+            one_channel=True,
+        )
     return np.ascontiguousarray(X, dtype=dtype)

@@ -2,8 +2,10 @@
 
 The import contracts themselves are import-linter's (``make lint`` runs
 ``lint-imports``); these tests check what those contracts do not say: no
-import cycle at all, and forward hooks attached in one module only (the
-kernels' freedom from torch is checked in tests/kernels).
+import cycle at all, forward hooks attached, torch's generators seeded and
+sample shapes checked in one module each, and no import of another
+subpackage's private module (the kernels' freedom from torch is
+checked in tests/kernels).
 """
 
 import ast
@@ -167,3 +169,76 @@ def test_train_modes_are_saved_and_restored_in_one_place():
     sksign.nn.temporary_mode (sksign/nn/hooks/_capture.py)."""
     found = _modules_where(_is_training_assignment)
     assert list(found) == ["nn/hooks/_capture.py"], found
+
+
+def _is_rng_seeding(node):
+    return isinstance(node, ast.Attribute) and node.attr in (
+        "manual_seed",
+        "manual_seed_all",
+        "fork_rng",
+        "set_rng_state",
+    )
+
+
+#: The modules that seed torch's generators, and why each may.
+RNG_SEEDING = {
+    # every random stream of a fit, derived from random_state
+    "estimators/_rng.py": "the fits' streams",
+    # a private torch.Generator per repeat, seeded by the scorer's own
+    # random_state: no fit's stream, and never torch's global generator
+    "metrics/_interventions.py": "a scorer's corruption",
+    # a plain torch training loop of a paper's figure, outside the estimators
+    "_report/htaf_paper.py": "a report's own net",
+}
+
+
+def test_fit_streams_are_seeded_in_one_module():
+    """Check that sksign/estimators/_rng.py is the one module of the estimators
+    that seeds torch's generators (``manual_seed``, ``fork_rng``, ...), so every
+    random stream of a fit is derived from ``random_state`` in one place, and
+    that the other modules that seed one are the known ones (RNG_SEEDING)."""
+    found = _modules_where(_is_rng_seeding)
+    estimators = [m for m in found if m.startswith("estimators/")]
+    assert estimators == ["estimators/_rng.py"], found
+    assert sorted(found) == sorted(RNG_SEEDING), found
+
+
+def _is_sample_shape_message(node):
+    if not isinstance(node, ast.JoinedStr):
+        return False
+    text = "".join(
+        v.value for v in node.values if isinstance(v, ast.Constant) and v.value
+    )
+    return " of shape " in text and "fitted on " in text
+
+
+def test_the_sample_shape_rule_is_written_once():
+    """Check that the "X has ... of shape ..., but ... was fitted on ..." check
+    is sksign/_shapes.py's alone: the nets, the transformers and the packed
+    estimators split and check samples through it, with one message."""
+    found = _modules_where(_is_sample_shape_message)
+    assert list(found) == ["_shapes.py"], found
+
+
+def _subpackage(module):
+    """``sksign.x`` of a module ``sksign.x...`` (the root modules are their own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_module_imports_another_subpackages_private_module(import_graph):
+    """A subpackage is used through its package (``sksign.kernels``), never
+    through a private module of it (``sksign.kernels._popcount``)."""
+    found = []
+    for importer in sorted(import_graph.modules):
+        if not importer.startswith("sksign."):
+            continue
+        for imported in sorted(
+            import_graph.find_modules_directly_imported_by(importer)
+        ):
+            parts = imported.split(".")
+            if parts[0] != "sksign" or len(parts) < 3:
+                continue
+            private = any(p.startswith("_") for p in parts[2:])
+            if private and _subpackage(imported) != _subpackage(importer):
+                found.append(f"{importer} -> {imported}")
+    assert not found, "\n".join(found)

@@ -1,4 +1,8 @@
-"""scikit-learn compatibility of every public estimator (parametrize_with_checks)."""
+"""scikit-learn compatibility of every public estimator (parametrize_with_checks).
+
+The packed estimators of sksign.deploy, whose fit reads a net trained
+elsewhere, are checked in tests/deploy/test_packed_common.py.
+"""
 
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks

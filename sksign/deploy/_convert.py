@@ -230,6 +230,11 @@ def pack(estimator, *, n_jobs=None):
     names = getattr(estimator, "feature_names_in_", None)
     if names is not None:
         graph["feature_names_in"] = [str(n) for n in names]
+    # the shape of the samples the net was fitted on (images), checked on
+    # predict as the net checks it
+    shape = getattr(estimator, "input_shape_", None)
+    if shape is not None:
+        graph["input_shape"] = [int(s) for s in shape]
     tensors = dict(builder.tensors)
     if kind == "classifier":
         graph["classes"], graph["classes_dtype"] = _json_labels(estimator.classes_)

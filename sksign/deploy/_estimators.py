@@ -5,11 +5,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import ThreadpoolController
 
+from sksign._shapes import check_sample_shape, split_sample_shape
+from sksign._utils import restore_state_on_error
 from sksign.deploy._runtime import PackedNet
 from sksign.kernels import effective_n_threads
 
@@ -50,6 +54,25 @@ def _labels(graph):
     return labels
 
 
+def _input_shape(graph, n_features):
+    """The sample shape recorded by pack (None for nets fitted on rows)."""
+    shape = graph.get("input_shape")
+    if shape is None:
+        return None
+    ok = (
+        isinstance(shape, list)
+        and shape
+        and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
+        and math.prod(shape) == n_features
+    )
+    if not ok:
+        raise ValueError(
+            "Not a valid packed model: 'input_shape' must list positive sizes "
+            f"whose product is the {n_features} features; got {shape!r}."
+        )
+    return tuple(shape)
+
+
 class _PackedBase(BaseEstimator):
     """What both packed estimators share: reading the net, checking X, running."""
 
@@ -74,42 +97,64 @@ class _PackedBase(BaseEstimator):
         -------
         self
         """
-        net = self.net
+        return self._read(self.net)
+
+    def _read(self, net):
+        """Check the packed net `net` and set the fitted attributes from it.
+
+        A net that fails a check leaves the estimator as it was.
+        """
         if not isinstance(net, PackedNet):
             raise TypeError(
                 f"{type(self).__name__} needs a PackedNet (see sksign.deploy.pack "
                 f"and sksign.deploy.load); got net={net!r}."
             )
-        kind = net.graph["estimator"]
+        graph = net.graph
+        kind = graph["estimator"]
         if kind != self._estimator_kind:
             raise ValueError(
                 f"The packed net is a {kind}; use Packed{kind.title()} for it."
             )
-        names = net.graph.get("feature_names_in")
+        n_features = int(graph["n_features_in"])
+        names = graph.get("feature_names_in")
         if names is not None and (
             not isinstance(names, list)
-            or len(names) != net.graph["n_features_in"]
+            or len(names) != n_features
             or not all(isinstance(n, str) for n in names)
         ):
             raise ValueError(
                 "Not a valid packed model: 'feature_names_in' must list one name "
                 "per feature."
             )
+        shape = _input_shape(graph, n_features)
+        with restore_state_on_error(self):
+            self._fit_metadata(net)
         self.net_ = net
-        self.n_features_in_ = int(net.graph["n_features_in"])
+        self.n_features_in_ = n_features
+        self.input_shape_ = shape
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        self._fit_metadata(net.graph)
         return self
 
     def _rows(self, X):
-        """Checked float32 rows (images are flattened, as the nets take them)."""
+        """Checked float32 rows (images are flattened, as the nets take them).
+
+        Samples with more than one axis must have the shape of those the net
+        was fitted on (``input_shape_``), as the torch net requires.
+        """
         check_is_fitted(self, "net_")
-        if isinstance(X, np.ndarray) and X.ndim > 2:
-            X = X.reshape(X.shape[0], -1)
+        X, shape = split_sample_shape(X)
         X = validate_data(self, X, reset=False, dtype=np.float32)
+        check_sample_shape(
+            shape,
+            # None for a model pickled before input_shape_ was recorded
+            getattr(self, "input_shape_", None),
+            type(self).__name__,
+            what="images",
+            one_channel=True,
+        )
         return np.ascontiguousarray(X, dtype=np.float32)
 
     def _outputs(self, X):
@@ -155,6 +200,9 @@ class PackedClassifier(ClassifierMixin, _PackedBase):
         The class labels.
     n_features_in_ : int
         Number of features the net takes.
+    input_shape_ : tuple of int or None
+        Shape of one sample when the net was fitted on images (samples of
+        another shape are refused, as by the net); None for rows.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the features, when the net was fitted on a DataFrame.
 
@@ -177,13 +225,14 @@ class PackedClassifier(ClassifierMixin, _PackedBase):
 
     _estimator_kind = "classifier"
 
-    def _fit_metadata(self, graph):
-        self.classes_ = _labels(graph)
-        if len(self.classes_) != self.net.n_outputs_:
+    def _fit_metadata(self, net):
+        classes = _labels(net.graph)
+        if len(classes) != net.n_outputs_:
             raise ValueError(
-                f"Not a valid packed model: {len(self.classes_)} classes for "
-                f"{self.net.n_outputs_} outputs."
+                f"Not a valid packed model: {len(classes)} classes for "
+                f"{net.n_outputs_} outputs."
             )
+        self.classes_ = classes
 
     def decision_function(self, X):
         """Logits of the net (for two classes, class 1's logit minus class 0's).
@@ -265,6 +314,9 @@ class PackedRegressor(RegressorMixin, _PackedBase):
         ``net * scale + mean``).
     n_features_in_ : int
         Number of features the net takes.
+    input_shape_ : tuple of int or None
+        Shape of one sample when the net was fitted on images (samples of
+        another shape are refused, as by the net); None for rows.
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Names of the features, when the net was fitted on a DataFrame.
 
@@ -286,10 +338,10 @@ class PackedRegressor(RegressorMixin, _PackedBase):
 
     _estimator_kind = "regressor"
 
-    def _fit_metadata(self, graph):
-        n = self.net.n_outputs_
-        mean = self.net.tensors.get("target_mean", np.zeros(n))
-        scale = self.net.tensors.get("target_scale", np.ones(n))
+    def _fit_metadata(self, net):
+        n = net.n_outputs_
+        mean = net.tensors.get("target_mean", np.zeros(n))
+        scale = net.tensors.get("target_scale", np.ones(n))
         if mean.shape != (n,) or scale.shape != (n,):
             raise ValueError(
                 "Not a valid packed model: the target scaling does not match "
@@ -298,7 +350,7 @@ class PackedRegressor(RegressorMixin, _PackedBase):
         self.n_outputs_ = n
         self.target_mean_ = np.asarray(mean, dtype=np.float64)
         self.target_scale_ = np.asarray(scale, dtype=np.float64)
-        y_ndim = graph.get("y_ndim", 1)
+        y_ndim = net.graph.get("y_ndim", 1)
         if y_ndim not in (1, 2) or isinstance(y_ndim, bool):
             raise ValueError("Not a valid packed model: 'y_ndim' must be 1 or 2.")
         self._y_ndim = int(y_ndim)
@@ -319,3 +371,9 @@ class PackedRegressor(RegressorMixin, _PackedBase):
         out = self._outputs(X).astype(np.float64)
         out = out * self.target_scale_ + self.target_mean_
         return out.ravel() if self._y_ndim == 1 else out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # a net fitted on a 2-D y predicts several targets
+        tags.target_tags.multi_output = True
+        return tags

@@ -108,6 +108,18 @@ class PackedNet:
         self._by_output = {step[0]["output"]: step for step in self._steps}
         self._has_maps = any(OPS[lay["op"]].layout == "nhwc" for lay in self.layers)
 
+    def __repr__(self):
+        # what the net is, never an address: estimator reprs (and test ids
+        # made from them) show it
+        graph = self.graph
+        arch = graph.get("architecture")
+        return (
+            f"PackedNet({graph['estimator']}"
+            + (f", {arch}" if isinstance(arch, str) else "")
+            + f", {graph['n_features_in']} features -> {self.n_outputs_} outputs"
+            + f", {len(graph['layers'])} layers)"
+        )
+
     def __getstate__(self):
         return {"graph": self.graph, "tensors": self.tensors}
 

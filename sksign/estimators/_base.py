@@ -10,7 +10,6 @@ from types import MappingProxyType
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from skorch.callbacks import EarlyStopping, PrintLog, ProgressBar
 from skorch.history import History
@@ -18,6 +17,7 @@ from skorch.history import History
 from sksign._compat import InvalidParameterError, validate_parameter_constraints
 from sksign._utils import restore_state_on_error
 from sksign._validation import check_net_X
+from sksign.estimators import _rng
 from sksign.estimators._callbacks import RelaxationGap
 from sksign.estimators._recipes import EpochCheckpoint, TrainingRecipeMixin
 
@@ -113,12 +113,7 @@ class NetBase(TrainingRecipeMixin):
                     "EarlyStopping(monitor='train_loss')."
                 )
 
-    # -- seeding --------------------------------------------------------------
-    def _seed(self):
-        if self.random_state is None:
-            return None
-        return int(check_random_state(self.random_state).randint(2**31 - 1))
-
+    # -- seeding (every stream comes from sksign/estimators/_rng.py) -----------
     def initialize(self):
         """Check the parameters and build the net (skorch's ``initialize``).
 
@@ -127,22 +122,20 @@ class NetBase(TrainingRecipeMixin):
         self
         """
         self._check_params()
-        seed = self._seed()
+        seed = _rng.base_seed(self.random_state)
         self._rng_seed = seed
-        if seed is None:
-            self._train_generator = None
-            return super().initialize()
-        self._train_generator = torch.Generator().manual_seed(seed + 1)
-        with torch.random.fork_rng(devices=[]):
-            # the weights are drawn on the CPU: seed its generator only
-            torch.random.default_generator.manual_seed(seed)
+        self._train_generator = (
+            None if seed is None else _rng.generator(_rng.stream_seed(seed, "shuffle"))
+        )
+        # the weights are drawn on the CPU: its generator only
+        with _rng.seeded(_rng.stream_seed(seed, "weights"), device="cpu"):
             return super().initialize()
 
     def get_iterator(self, dataset, training=False):
         # A DataLoader without a generator draws its base seed from torch's
         # global RNG when iterated; predict and transform must not move it.
         generator = (
-            getattr(self, "_train_generator", None) if training else torch.Generator()
+            getattr(self, "_train_generator", None) if training else _rng.generator()
         )
         if generator is None:  # unseeded training: skorch's own iterator
             return super().get_iterator(dataset, training=training)
@@ -159,20 +152,11 @@ class NetBase(TrainingRecipeMixin):
     def _training_rng(self):
         """Seed the training's own randomness (dropout, ...) from random_state,
         leaving torch's global RNG as it was; unseeded nets use the global RNG."""
+        # one stream per call, so partial_fit rounds differ but repeat; only
+        # the generators of the net's device, so no other RNG moves
         seed = getattr(self, "_rng_seed", None)
-        if seed is None:
-            yield
-            return
-        device = torch.device(self.device)
-        devices = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            # one stream per call, so partial_fit rounds differ but repeat; only
-            # the generators of the net's device, so no other RNG moves
-            stream = seed + 2 + len(self.history_)
-            torch.random.default_generator.manual_seed(stream)
-            if devices:
-                with torch.cuda.device(devices[0]):
-                    torch.cuda.manual_seed(stream)
+        call = _rng.stream_seed(seed, "call", len(self.history_))
+        with _rng.seeded(call, device=self.device):
             yield
 
     # -- fitting --------------------------------------------------------------

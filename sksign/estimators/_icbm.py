@@ -17,6 +17,7 @@ from torch import nn
 
 from sksign._compat import InvalidParameterError
 from sksign._docstrings import Substitution
+from sksign._shapes import image_shape
 from sksign.estimators._base import NetBase
 from sksign.estimators._classifier import ClassifierNetMixin
 from sksign.estimators._concepts import (
@@ -245,13 +246,11 @@ class ICBMClassifier(
         """
         kwargs = self.get_params_for("module")
         n_features = self.n_features_in_
-        image_shape = getattr(self, "_image_shape", None)
-        shape = self.input_shape or image_shape
+        shape = self.input_shape or getattr(self, "_image_shape", None)
         if self.backbone == "cnn":
             shape = infer_input_shape(n_features, shape)
-        elif shape is not None and len(shape) == 2:
-            shape = (1, *shape)
-        self.input_shape_ = tuple(shape) if shape is not None else None
+        # (H, W) images have one channel
+        self.input_shape_ = image_shape(shape)
         module = ICBMNet(
             self.backbone,
             n_features,

@@ -15,6 +15,7 @@ import torch
 from skorch.callbacks import Callback
 
 from sksign._compat import InvalidParameterError
+from sksign.estimators import _rng
 from sksign.nn.augment import random_crop_flip
 
 __all__ = ["EpochCheckpoint", "TrainingRecipeMixin"]
@@ -26,9 +27,6 @@ _CHECKPOINT_FILES = {
     "f_history": "history.json",
 }
 _MARKER = "sksign_checkpoint.json"
-
-#: Distance between the seeds of consecutive epochs.
-_EPOCH_STRIDE = 1_000_003
 
 
 class EpochCheckpoint(Callback):
@@ -110,12 +108,6 @@ class TrainingRecipeMixin:
     """
 
     # -- seeding per epoch ------------------------------------------------------
-    def _epoch_seed(self, epoch: int):
-        seed = getattr(self, "_rng_seed", None)
-        if seed is None:
-            return None
-        return (seed + 1 + _EPOCH_STRIDE * epoch) % (2**63 - 1)
-
     def on_epoch_begin(self, net, dataset_train=None, dataset_valid=None, **kwargs):
         """skorch's epoch start, then the epoch's own seeds.
 
@@ -131,19 +123,16 @@ class TrainingRecipeMixin:
         super().on_epoch_begin(
             net, dataset_train=dataset_train, dataset_valid=dataset_valid, **kwargs
         )
-        seed = self._epoch_seed(len(self.history) - 1)
+        seed = getattr(self, "_rng_seed", None)
         if seed is None:
             return
+        epoch = len(self.history) - 1
         generator = getattr(self, "_train_generator", None)
         if generator is not None:
-            generator.manual_seed(seed)
+            _rng.reseed(generator, _rng.stream_seed(seed, "epoch_shuffle", epoch))
         # inside the net's forked RNG (NetBase._training_rng): dropout and
         # augmentation of this epoch
-        torch.random.default_generator.manual_seed(seed + 1)
-        device = torch.device(self.device)
-        if device.type == "cuda":
-            with torch.cuda.device(device.index or 0):
-                torch.cuda.manual_seed(seed + 1)
+        _rng.seed_torch(_rng.stream_seed(seed, "epoch", epoch), device=self.device)
 
     # -- augmentation and mixed precision ---------------------------------------
     def _check_augment(self):

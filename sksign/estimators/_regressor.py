@@ -22,6 +22,7 @@ from torch import nn
 from sksign._compat import InvalidParameterError
 from sksign._docstrings import Substitution
 from sksign._validation import check_net_X
+from sksign.estimators import _rng
 from sksign.estimators._base import NetBase
 from sksign.estimators._htaf_net import _ArchitectureMixin
 from sksign.estimators._params import (
@@ -269,9 +270,8 @@ class HTAFNetRegressor(
         """
         if not self.early_stopping:
             return super().get_split_datasets(X, y, **fit_params)
-        split = ValidSplit(
-            self.validation_fraction, random_state=getattr(self, "_rng_seed", None)
-        )
+        seed = _rng.stream_seed(getattr(self, "_rng_seed", None), "validation_split")
+        split = ValidSplit(self.validation_fraction, random_state=seed)
         return split(self.get_dataset(X, y), y, **fit_params)
 
     def _set_targets_for(self, classes=None, n_outputs=None):

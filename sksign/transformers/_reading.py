@@ -30,12 +30,12 @@ from sksign._adapter import (
     to_tensor,
     torch_module,
 )
+from sksign._shapes import check_sample_shape, split_sample_shape
 from sksign._sklearn_mlp import (
     MLP_TYPES,
     SIGN_PRESERVING_ACTIVATIONS,
     hidden_layer_names,
 )
-from sksign._utils import is_batch_iterator
 from sksign.nn import record_signs
 
 __all__ = []
@@ -47,18 +47,6 @@ def _same_type_error(exc, message):
         return type(exc)(message)
     except Exception:
         return None
-
-
-def _split_sample_shape(X):
-    """``(rows, sample_shape)``: an array of samples with more than one axis
-    as a 2-D view of flat rows, and the samples' shape (None for rows)."""
-    if isinstance(X, np.ndarray) or (
-        isinstance(X, list | tuple) and X and not is_batch_iterator(X)
-    ):
-        arr = X if isinstance(X, np.ndarray) else np.asarray(X)
-        if arr.ndim > 2:
-            return arr.reshape(arr.shape[0], -1), tuple(arr.shape[1:])
-    return X, None
 
 
 def _is_text(value):
@@ -300,16 +288,13 @@ class _NetReader:
         is recorded at fit (``sample_shape_``) and must match afterwards.
         """
         _reject_empty_or_text(X)
-        X, shape = _split_sample_shape(X)
+        X, shape = split_sample_shape(X)
         if not reset and shape is None and self.forward_kwargs is not None:
             self._check_token_width(X)
         if reset:
             self.sample_shape_ = shape
-        elif shape is not None and self.sample_shape_ not in (None, shape):
-            raise ValueError(
-                f"X has samples of shape {shape}, but {type(self).__name__} was "
-                f"fitted on samples of shape {self.sample_shape_}."
-            )
+        else:
+            check_sample_shape(shape, self.sample_shape_, type(self).__name__)
         if (
             isinstance(X, np.ndarray)
             and X.ndim == 2

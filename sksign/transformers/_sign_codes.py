@@ -26,6 +26,7 @@ from sksign._compat import (
     _fit_context,
     _get_output_config,
 )
+from sksign._shapes import split_sample_shape
 from sksign._sklearn_mlp import MLP_TYPES
 from sksign._utils import (
     is_batch_iterator,
@@ -39,7 +40,6 @@ from sksign.nn.hooks import CONV_POOLS, RESIDUAL_MODES, TOKEN_POOLS
 from sksign.transformers._reading import (
     _NetReader,
     _reject_empty_or_text,
-    _split_sample_shape,
 )
 
 __all__ = ["SignCodeTransformer"]
@@ -284,7 +284,7 @@ class SignCodeTransformer(_NetReader, TransformerMixin, BaseEstimator):
         else:
             base = _default_estimator(self.random_state) if est is None else est
             _reject_empty_or_text(X)
-            rows, shape = _split_sample_shape(X)
+            rows, shape = split_sample_shape(X)
             self.sample_shape_ = shape
             rows = validate_data(self, rows, dtype=self._fit_dtype(base))
             # the net sees the samples in their own shape (images stay images)

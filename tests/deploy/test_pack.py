@@ -316,6 +316,73 @@ def test_wrong_feature_count_and_nan_raise(fitted, digits):
     np.testing.assert_array_equal(packed.decision_function(X_test[:5]), before)
 
 
+def test_images_of_another_shape_are_refused_as_by_the_net(fitted, digits, tmp_path):
+    """Check a packed image net takes its images as the net does (flat, (H, W),
+    (C, H, W), lists) and refuses another image shape with the net's message,
+    its fitted state untouched; the shape survives a file."""
+    from sksign.deploy import load, save
+
+    _, X_test, _, _ = digits
+    net = fitted["cnn"]  # fitted on rows: read as (1, 8, 8) images
+    packed = pack(net)
+    assert packed.input_shape_ == net.input_shape_ == (1, 8, 8)
+    flat = packed.predict(X_test)
+    np.testing.assert_array_equal(packed.predict(X_test.reshape(-1, 8, 8)), flat)
+    np.testing.assert_array_equal(packed.predict(X_test.reshape(-1, 1, 8, 8)), flat)
+    images = X_test[:3].reshape(-1, 1, 8, 8).tolist()
+    np.testing.assert_array_equal(packed.predict(images), flat[:3])
+    state = dict(vars(packed))
+    scores = packed.decision_function(X_test)
+    for shape in [(-1, 1, 4, 16), (-1, 4, 16), (-1, 2, 4, 8)]:
+        wrong = X_test.reshape(shape)
+        with pytest.raises(
+            ValueError, match="HTAFNetClassifier was fitted"
+        ) as torch_error:
+            net.predict(wrong)
+        for method in ("predict", "predict_proba", "decision_function", "score"):
+            args = (wrong, net.predict(X_test)) if method == "score" else (wrong,)
+            with pytest.raises(
+                ValueError,
+                match=rf"images of shape \({wrong.shape[1]}, .*\), but "
+                r"PackedClassifier was fitted on images of shape \(1, 8, 8\)",
+            ) as packed_error:
+                getattr(packed, method)(*args)
+            assert str(packed_error.value) == str(torch_error.value).replace(
+                "HTAFNetClassifier", "PackedClassifier"
+            )
+    assert vars(packed).keys() == state.keys()
+    assert all(vars(packed)[k] is v for k, v in state.items())
+    np.testing.assert_array_equal(packed.decision_function(X_test), scores)
+    again = load(save(packed, tmp_path / "cnn.sksign"))
+    assert again.input_shape_ == (1, 8, 8)
+    with pytest.raises(ValueError, match=r"images of shape \(1, 4, 16\)"):
+        again.predict(X_test.reshape(-1, 1, 4, 16))
+    # a net fitted on rows takes any sample of its width, as the torch net does
+    rows = pack(fitted["dhn"])
+    assert rows.input_shape_ is None
+    np.testing.assert_array_equal(
+        rows.predict(X_test.reshape(-1, 4, 16)), rows.predict(X_test)
+    )
+
+
+def test_a_bad_input_shape_in_the_graph_is_refused(fitted):
+    """Check a recorded input_shape must hold the net's features, and a refit
+    on such a net leaves the fitted estimator as it was."""
+    from sksign.deploy import PackedNet
+
+    packed = pack(fitted["cnn"])
+    state = dict(vars(packed))
+    for bad in ([1, 8, 9], [64.0], [0, 64], [True, 64], "1x8x8", []):
+        graph = {**packed.net_.graph, "input_shape": bad}
+        with pytest.raises(ValueError, match="'input_shape' must list positive"):
+            PackedClassifier(PackedNet(graph, packed.net_.tensors)).fit()
+        packed.set_params(net=PackedNet(graph, packed.net_.tensors))
+        with pytest.raises(ValueError, match="'input_shape'"):
+            packed.fit()
+        assert vars(packed).keys() == state.keys()
+        assert all(vars(packed)[k] is v for k, v in state.items() if k != "net")
+
+
 def test_packed_estimator_refits_from_its_net_and_clones(fitted, digits):
     """Check fit() re-reads the net, clone keeps it, and a wrong net type raises."""
     from sklearn.base import clone
