@@ -5,6 +5,10 @@ Prints one table of times and ratios measured side by side in one run:
 (default, and with ``faiss.cvar.hamming_batch_size`` tuned), ``faiss.knn_hamming``
 and scikit-learn's ``KNeighborsClassifier(metric="hamming", algorithm="brute")``.
 faiss times are the search alone (no vote), so they are a lower bound for faiss.
+It prints the CPU's vector features first, and rates the search ("% of peak") against
+the XOR + popcount rate of L1-resident words measured at the start of the same run
+(``benchmarks/_machine.py``, shared with ``bench_packed.py``): the peak of the
+instruction set the machine has, not an assumed one.
 
 Usage::
 
@@ -22,6 +26,7 @@ import argparse
 import time
 
 import numpy as np
+from _machine import print_machine  # benchmarks/_machine.py, beside this script
 from sklearn.neighbors import KNeighborsClassifier
 
 from sksign.estimators import SignKNNClassifier
@@ -31,8 +36,6 @@ try:
 except ImportError:
     faiss = None
 
-# AVX-512 VPOPCNTDQ at ~4.1 GHz: about 1.4e12 bit comparisons per second per core.
-PEAK_PER_CORE = 1.4e12
 K = 5
 
 
@@ -84,6 +87,8 @@ def main():
     # needs a float64 copy of the training set); its time is scaled up.
     n_sklearn_queries = 100
     rng = np.random.default_rng(0)
+    # the rate of the kernels' own XOR + popcount on L1-resident words, here
+    peak = print_machine()
 
     header = (
         "| n_train | d | threads | ours (s) | faiss Flat (s) | Flat tuned (s) "
@@ -128,7 +133,7 @@ def main():
                 print(
                     f"| {n_train} | {n_bits} | {threads} | {t_ours:.3f} | "
                     + " | ".join(cells + sk)
-                    + f" | {rate:.2e} | {100 * rate / PEAK_PER_CORE:.0f}% |"
+                    + f" | {rate:.2e} | {100 * rate / peak:.0f}% |"
                 )
 
 

@@ -1,0 +1,71 @@
+"""What the benchmark tables print about the machine: its vector features and
+its popcount rate, measured in the same run as the kernels they rate."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+import platform
+from pathlib import Path
+
+import numpy as np
+from _timing import best_of  # benchmarks/_timing.py, beside this script
+from numba import njit
+
+from sksign.kernels import popcount64
+
+#: The flags printed with every speed table (and any AVX-512 flag).
+VECTOR_FLAGS = ("sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2")
+
+
+def cpu_features():
+    """The CPU's model name and its SIMD flags from /proc/cpuinfo (Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine(), []
+    first = text.split("\n\n", 1)[0]  # the first processor's block
+    info = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    flags = info.get("flags", "").split()
+    vector = [f for f in flags if f in VECTOR_FLAGS or f.startswith("avx512")]
+    return info.get("model name", platform.machine()), vector
+
+
+def instruction_set(flags):
+    """ "AVX-512 + VPOPCNTDQ", "AVX-512", "AVX2" or "baseline": what the
+    targets of a table are stated for."""
+    if "avx512_vpopcntdq" in flags:
+        return "AVX-512 + VPOPCNTDQ"
+    if any(f.startswith("avx512") for f in flags):
+        return "AVX-512"
+    return "AVX2" if "avx2" in flags else "baseline"
+
+
+@njit(cache=True, nogil=True)
+def _popcount_loop(a, b, repeats):
+    s = 0
+    for _ in range(repeats):
+        for w in range(a.shape[0]):
+            s += popcount64(a[w] ^ b[w])
+    return s
+
+
+def popcount_peak(repeats=20000):
+    """Bit comparisons per second of XOR + popcount on L1-resident words, one
+    thread (what numba makes of the kernels' own ``popcount64`` here: the
+    vector popcount where the CPU has one, else AVX2's nibble lookup)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(0, 2**63, 512, dtype=np.uint64) for _ in range(2))
+    _popcount_loop(a, b, 10)
+    ((t, _),) = best_of([lambda: _popcount_loop(a, b, repeats)], 3)
+    return 64 * 512 * repeats / t
+
+
+def print_machine():
+    """Print the CPU, its vector features and the measured popcount peak;
+    return the peak (bit comparisons per second, one thread)."""
+    model, flags = cpu_features()
+    peak = popcount_peak()
+    print(f"# {model}; {', '.join(flags)} ({instruction_set(flags)})")
+    print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
+    return peak
