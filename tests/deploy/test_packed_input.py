@@ -58,12 +58,13 @@ def test_rows_equal_validate_data(packed, name):
     X = _inputs()[name]
     got = packed._rows(X)
     want = _reference(packed, X)
-    assert got.dtype == np.float32 and got.flags.c_contiguous
+    assert got.dtype == np.float32
+    assert got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize(
-    "bad, match",
+    ("bad", "match"),
     [
         (np.full((3, N_FEATURES), np.nan), "NaN"),
         (np.full((3, N_FEATURES), np.inf), "infinity"),
