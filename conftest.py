@@ -5,4 +5,4 @@ import importlib.util
 #: Modules whose import needs an optional package that is not installed.
 collect_ignore = []
 if importlib.util.find_spec("spikingjelly") is None:
-    collect_ignore.append("sksign/nn/_spikingjelly.py")
+    collect_ignore.append("sksign/nn/activations/_spikingjelly.py")

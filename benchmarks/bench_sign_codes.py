@@ -19,7 +19,7 @@ import torch
 from _timing import best_of  # benchmarks/_timing.py, beside this script
 from sklearn.utils import gen_batches
 
-from sksign.nn.modules import MLP, SmallCNN
+from sksign.nn.architectures.modules import MLP, SmallCNN
 from sksign.transformers import SignCodeTransformer
 
 

@@ -22,7 +22,7 @@ from torch import nn
 
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn.activations import htaf
-from sksign.nn.modules import MLP
+from sksign.nn.architectures.modules import MLP
 
 
 def best_of(fn, repeats):

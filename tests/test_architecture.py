@@ -97,6 +97,38 @@ def test_no_import_cycle_between_subpackages(import_graph):
     assert _cycles(graph) == []
 
 
+#: The subpackages of sksign.nn, in the order they may import each other:
+#: each only from those before it (and the shared sksign.nn._validation).
+NN_ORDER = (
+    "sksign.nn.activations",
+    "sksign.nn.hooks",
+    "sksign.nn.layers",
+    "sksign.nn.architectures",
+)
+
+
+def test_nn_subpackages_import_in_one_order(import_graph):
+    """Check sksign.nn's subpackages import only the ones before them in
+    NN_ORDER: activations < hooks < layers < architectures (the modules
+    interventions and summary, over any net, stand above them all)."""
+
+    def unit(module):
+        return ".".join(module.split(".")[:3])
+
+    found = []
+    for importer in sorted(import_graph.modules):
+        if unit(importer) not in NN_ORDER:
+            continue
+        allowed = NN_ORDER[: NN_ORDER.index(unit(importer)) + 1]
+        for imported in sorted(
+            import_graph.find_modules_directly_imported_by(importer)
+        ):
+            if imported.startswith("sksign.nn") and imported != "sksign.nn._validation":
+                if unit(imported) not in allowed:
+                    found.append(f"{importer} -> {imported}")
+    assert not found, "\n".join(found)
+
+
 def _lines_where(path, match):
     """Line numbers of the AST nodes of `path` for which ``match(node)``."""
     tree = ast.parse(path.read_text(), filename=str(path))

@@ -79,7 +79,7 @@ def _in_child(queue, packed, X):
     """After fork: each threaded kernel family once more (as a model server
     does); the parent's pool threads are not here."""
     from sksign.kernels import pack_bits, packed_to_words, words_hamming_distances
-    from sksign.nn._htaf_kernel import htaf_forward_f32
+    from sksign.nn.activations._htaf_kernel import htaf_forward_f32
 
     rng = np.random.default_rng(1)
     words = packed_to_words(pack_bits(rng.integers(0, 2, (300, 130), dtype=np.uint8)))

@@ -26,7 +26,7 @@ from sksign._report.papers import RECIPE_OF, RECIPES, Recipe
 from sksign._report.tables import human_duration
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn import IMAGE_ARCHITECTURES
-from sksign.nn.augment import random_crop_flip
+from sksign.nn.layers.augment import random_crop_flip
 
 __all__ = [
     "estimate_run_time",

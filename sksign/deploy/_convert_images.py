@@ -47,10 +47,11 @@ from sksign.deploy._convert_base import (
     image_step_check,
 )
 from sksign.deploy._format import conv_output_size, words_per_pixel
-from sksign.nn.bireal import BinaryConv2d, BiRealResNet18
-from sksign.nn.resnet import ResNet18, WideResNet
-from sksign.nn.sew_resnet import LIFNeuron, SEWBlock, SEWResNet
-from sksign.nn.spiking import IFNeuron
+from sksign.nn.architectures.bireal import BiRealResNet18
+from sksign.nn.architectures.resnet import ResNet18, WideResNet
+from sksign.nn.architectures.sew_resnet import SEWBlock, SEWResNet
+from sksign.nn.layers.binary import BinaryConv2d
+from sksign.nn.layers.spiking import IFNeuron, LIFNeuron
 
 __all__ = ["CONVERTERS"]
 

@@ -21,10 +21,10 @@ from sksign.deploy._convert_base import (
 )
 from sksign.deploy._format import conv_output_size
 from sksign.nn.activations import StepActivation
-from sksign.nn.binary import BinaryLinear, BinaryMLP
-from sksign.nn.icbm import ICBMNet
-from sksign.nn.modules import MLP, SmallCNN
-from sksign.nn.spiking import IFNeuron, SpikingMLP
+from sksign.nn.architectures.icbm import ICBMNet
+from sksign.nn.architectures.modules import MLP, SmallCNN
+from sksign.nn.layers.binary import BinaryLinear, BinaryMLP
+from sksign.nn.layers.spiking import IFNeuron, SpikingMLP
 
 __all__ = ["CONVERTERS"]
 

@@ -73,7 +73,7 @@ class ICBMClassifier(
         ``(batch, features)`` tensor.
     backbone_params : dict, default=None
         Arguments of a named image backbone (e.g. ``{{"width": 16}}`` for
-        "resnet18"; see :func:`sksign.nn.factory.architecture_arguments`).
+        "resnet18"; see :func:`sksign.nn.architectures.factory.architecture_arguments`).
     n_concepts : int, default=64
         Number of binary concept units N.
     alpha0 : float, default=2.0

@@ -216,7 +216,7 @@ DOCS: dict = {
             Augment each training batch of images (X given as (N, C, H, W),
             or ``input_shape``): "crop_flip" pads by 4, crops back at a
             random offset and mirrors left-right at random
-            (:func:`sksign.nn.augment.random_crop_flip`); a callable takes and
+            (:func:`sksign.nn.layers.augment.random_crop_flip`); a callable takes and
             returns a ``(N, C, H, W)`` tensor. Seeded by ``random_state``.
         mixed_precision : bool, default=False
             Run the training forward and loss under ``torch.autocast`` in
@@ -281,8 +281,8 @@ default="mlp"
             with the ``module__*`` parameters.
         architecture_params : dict, default=None
             Keyword arguments of the architecture's constructor (see
-            :func:`sksign.nn.factory.build_network`), as one parameter that a
-            grid can vary as a whole, e.g. ``{{"width": 16}}``; a routed
+            :func:`sksign.nn.build_network`), as one parameter that a grid
+            can vary as a whole, e.g. ``{{"width": 16}}``; a routed
             ``module__name`` parameter overrides the same key.
         input_shape : tuple of int, default=None
             ``(channels, height, width)`` of one image for ``architecture="cnn"``

@@ -16,7 +16,7 @@ from skorch.callbacks import Callback
 
 from sksign._compat import InvalidParameterError
 from sksign.estimators import _rng
-from sksign.nn.augment import random_crop_flip
+from sksign.nn.layers.augment import random_crop_flip
 
 __all__ = ["EpochCheckpoint", "TrainingRecipeMixin"]
 
@@ -79,7 +79,7 @@ class TrainingRecipeMixin:
 
     - ``augment="crop_flip"``: each training batch of images (the net's
       ``input_shape_``) is padded by 4, randomly cropped back and mirrored
-      left-right at random (:func:`sksign.nn.augment.random_crop_flip`); a
+      left-right at random (:func:`sksign.nn.layers.augment.random_crop_flip`); a
       callable ``augment(images) -> images`` on ``(N, C, H, W)`` tensors
       replaces it.
     - ``mixed_precision=True``: the training forward and loss run under

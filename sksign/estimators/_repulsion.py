@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from sksign.nn import capture_activations, resolve_layers
-from sksign.nn.losses import repulsion_lambda, sign_repulsion_loss
+from sksign.nn.layers.losses import repulsion_lambda, sign_repulsion_loss
 
 __all__ = ["SignRepulsionMixin"]
 
@@ -20,7 +20,7 @@ class SignRepulsionMixin:
     With ``sign_repulsion > 0`` every training step captures the inputs
     (pre-activations) of the ``repulsion_layers`` activation modules and adds
     ``lambda * sign_repulsion_loss`` to the loss, lambda following the
-    warm-up and ramp schedule of :func:`sksign.nn.losses.repulsion_lambda`.
+    warm-up and ramp schedule of :func:`sksign.nn.layers.losses.repulsion_lambda`.
     The net needs the parameters ``sign_repulsion``, ``repulsion_tau``,
     ``repulsion_warmup``, ``repulsion_ramp`` and ``repulsion_layers``, and
     ``_targets_and_weights`` (``ClassifierNetMixin``) to read the labels

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from sksign.nn.activations import StepActivation
-from sksign.nn.binary import BinaryLinear
 from sksign.nn.hooks import forward_hooks
+from sksign.nn.layers.binary import BinaryLinear
 
 __all__ = ["binary_summary"]
 
@@ -97,7 +97,7 @@ def binary_summary(module: nn.Module, X_sample) -> tuple[list[dict[str, Any]], s
       the sample, ``act_bytes_float32 = 4 * binary_units`` and
       ``act_bytes_packed = ceil(binary_units / 8)`` (per sample);
     - weight layers (``nn.Linear``, ``nn.Conv*`` and
-      :class:`~sksign.nn.binary.BinaryLinear`): ``weight_bytes_float32`` is
+      :class:`~sksign.nn.layers.binary.BinaryLinear`): ``weight_bytes_float32`` is
       4 bytes per weight and bias; ``weight_bytes_packed`` is, for binary
       weights, 1 bit per weight (each output row padded to whole bytes) plus
       a float32 scale per output unit and the float32 bias, and for real
@@ -124,7 +124,7 @@ def binary_summary(module: nn.Module, X_sample) -> tuple[list[dict[str, Any]], s
     Examples
     --------
     >>> import torch
-    >>> from sksign.nn.binary import BinaryMLP
+    >>> from sksign.nn.layers.binary import BinaryMLP
     >>> net = BinaryMLP(8, 2, hidden_layer_sizes=(16,))
     >>> rows, table = binary_summary(net, torch.randn(4, 8))
     >>> [(r["layer"], r["binary_units"]) for r in rows if r["binary_units"]]

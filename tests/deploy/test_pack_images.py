@@ -327,7 +327,7 @@ def test_xnor_conv_equals_a_float64_reference(c_in, c_out, size, stride):
     from sksign.deploy._convert_base import Builder as _Builder
     from sksign.deploy._convert_base import bn_affine as _bn_affine
     from sksign.deploy._convert_images import _Maps
-    from sksign.nn.bireal import BinaryConv2d
+    from sksign.nn.layers.binary import BinaryConv2d
 
     rng = np.random.default_rng(c_in + c_out)
     conv = BinaryConv2d(c_in, c_out, 3, stride, 1)

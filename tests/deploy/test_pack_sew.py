@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from sksign.deploy import PackedNet, load, pack, packed_summary, save
 from sksign.deploy._maps import fire_maps, gate_pixels, pack_pixels
 from sksign.estimators import HTAFNetClassifier
-from sksign.nn.sew_resnet import LIFNeuron
-from sksign.nn.spiking import IFNeuron
+from sksign.nn.layers.spiking import IFNeuron, LIFNeuron
 
 
 def _serial(kernel, n_rows, *args):

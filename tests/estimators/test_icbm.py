@@ -10,7 +10,7 @@ from torch import nn
 
 from sksign.estimators._icbm import ConceptRecord, ICBMClassifier
 from sksign.nn.activations import HTAF
-from sksign.nn.icbm import ICBMNet
+from sksign.nn.architectures.icbm import ICBMNet
 from sksign.nn.summary import binary_summary
 
 SMALL = {"n_concepts": 16, "hidden_layer_sizes": (64,), "max_epochs": 15, "lr": 3e-3}

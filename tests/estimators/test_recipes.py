@@ -16,7 +16,7 @@ from skorch.callbacks import Callback
 
 from sksign._compat import InvalidParameterError
 from sksign.estimators import HTAFNetClassifier, HTAFNetRegressor, ICBMClassifier
-from sksign.nn.augment import random_crop_flip
+from sksign.nn.layers.augment import random_crop_flip
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,11 @@ from sksign.nn import (
     record_signs,
 )
 from sksign.nn.activations import STEP_ACTIVATIONS, StepActivation
-from sksign.nn.bireal import BinaryConv2d
-from sksign.nn.factory import IMAGE_ARCHITECTURES
+from sksign.nn.architectures.factory import IMAGE_ARCHITECTURES
+from sksign.nn.architectures.sew_resnet import SEWBlock
 from sksign.nn.hooks import activation_kind
-from sksign.nn.sew_resnet import LIFNeuron, SEWBlock
-from sksign.nn.spiking import IFNeuron
+from sksign.nn.layers.binary import BinaryConv2d
+from sksign.nn.layers.spiking import IFNeuron, LIFNeuron
 
 # small configurations of every image net (CPU, milliseconds)
 SMALL = {

@@ -1,4 +1,4 @@
-"""BatchNorm re-estimation with the exact step (sksign.nn.batchnorm)."""
+"""BatchNorm re-estimation with the exact step (sksign.nn.layers.batchnorm)."""
 
 import pytest
 import torch
@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from sksign.nn import HTAF, ResNet18, StepActivation, WideResNet
-from sksign.nn.batchnorm import batchnorm_layers, recalibrate_batchnorm
-from sksign.nn.resnet import BasicBlock, WideBlock
+from sksign.nn.architectures.resnet import BasicBlock, WideBlock
+from sksign.nn.layers.batchnorm import batchnorm_layers, recalibrate_batchnorm
 
 
 def _dense(seed=0, dropout=0.5):

@@ -9,9 +9,9 @@ from torch import nn
 
 from sksign.estimators import HTAFNetClassifier
 from sksign.nn.activations import HTAF, StepActivation, force_step_mode
-from sksign.nn.binary import BinaryLinear, BinaryMLP, binary_sign
-from sksign.nn.factory import ARCHITECTURES, build_network
-from sksign.nn.spiking import IFNeuron, SpikingMLP
+from sksign.nn.architectures.factory import ARCHITECTURES, build_network
+from sksign.nn.layers.binary import BinaryLinear, BinaryMLP, binary_sign
+from sksign.nn.layers.spiking import IFNeuron, SpikingMLP
 from sksign.nn.summary import binary_summary
 
 

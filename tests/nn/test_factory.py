@@ -1,4 +1,4 @@
-"""Tests for sksign.nn.factory and the old paths of the names it holds."""
+"""Tests for sksign.nn.architectures.factory and the old paths of its names."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import sksign.nn
-from sksign.nn import activations, factory, hooks, modules
+from sksign.nn import activations, hooks
+from sksign.nn.architectures import factory, modules
 
 
 @pytest.mark.parametrize(
@@ -24,16 +25,19 @@ from sksign.nn import activations, factory, hooks, modules
     ],
 )
 def test_old_modules_paths_still_work(name, home):
-    """Check sksign.nn.modules.<name> is the object of its new home."""
+    """Check sksign.nn.modules.<name> is the object of its new home (the old
+    module path is the architectures' module, see tests/nn/test_moved_modules.py).
+    """
     assert getattr(modules, name) is getattr(home, name)
     assert getattr(sksign.nn, name) is getattr(home, name)
-    namespace = {}
-    exec(f"from sksign.nn.modules import {name}", namespace)
-    assert namespace[name] is getattr(home, name)
+    for path in ("sksign.nn.modules", "sksign.nn.architectures.modules"):
+        namespace = {}
+        exec(f"from {path} import {name}", namespace)
+        assert namespace[name] is getattr(home, name)
 
 
 def test_modules_getattr_refuses_unknown_names():
-    """Check the lazy forwarding of sksign.nn.modules hides no typo."""
+    """Check the lazy forwarding of the factory's old paths hides no typo."""
     with pytest.raises(AttributeError, match="no attribute 'build_net'"):
         modules.build_net  # noqa: B018
 
@@ -71,7 +75,11 @@ def test_every_public_name_of_nn_is_importable():
 
 def test_nn_imports_no_scikit_learn():
     """Check no module of sksign.nn needs scikit-learn or skorch at import."""
-    for name in ("sksign.nn.factory", "sksign.nn.hooks", "sksign.nn.summary"):
+    for name in (
+        "sksign.nn.architectures.factory",
+        "sksign.nn.hooks",
+        "sksign.nn.summary",
+    ):
         module = importlib.import_module(name)
         source = open(module.__file__).read()
         assert "sklearn" not in source

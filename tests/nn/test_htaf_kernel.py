@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sksign.nn import _htaf_kernel
-from sksign.nn.activations import HTAF, htaf
+from sksign.nn.activations import HTAF, _htaf_kernel, htaf
 
 PARAMS = [(2.0, 11.0), (1.0, 22.0), (0.05, 500.0), (5.0, 4.4), (0.1, 220.0)]
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from sksign.estimators import HTAFNetClassifier
-from sksign.nn.losses import repulsion_lambda, sign_repulsion_loss
+from sksign.nn.layers.losses import repulsion_lambda, sign_repulsion_loss
 
 
 def test_repulsion_loss_hand_made_batch():

@@ -1,4 +1,5 @@
-"""Tests for sksign.nn._quadrant: the one-pass quadrant majority of conv maps."""
+"""Tests for sksign.nn.hooks._quadrant: the one-pass quadrant majority of conv
+maps."""
 
 import copy
 
@@ -9,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from sksign.nn import _quadrant
-from sksign.nn._quadrant import quadrant_majority, supports_quadrant_majority
-from sksign.nn.hooks import pool_signs, quadrant_bounds, record_signs
+from sksign.nn.hooks import _quadrant, pool_signs, quadrant_bounds, record_signs
+from sksign.nn.hooks._quadrant import quadrant_majority, supports_quadrant_majority
 
 
 def _brute_force(z: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The batch-independent readout (sksign.nn.readout)."""
+"""The batch-independent readout (sksign.nn.layers.readout)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from sksign.nn.readout import Readout
+from sksign.nn.layers.readout import Readout
 
 
 def _pair(n_in, n_out, seed=0):

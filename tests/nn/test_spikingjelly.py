@@ -13,8 +13,8 @@ sj_layer = pytest.importorskip("spikingjelly.activation_based.layer")
 
 from sksign.nn import HTAFSurrogate  # noqa: E402
 from sksign.nn.activations import htaf  # noqa: E402
-from sksign.nn.sew_resnet import LIFNeuron, SEWBlock  # noqa: E402
-from sksign.nn.spiking import IFNeuron  # noqa: E402
+from sksign.nn.architectures.sew_resnet import SEWBlock  # noqa: E402
+from sksign.nn.layers.spiking import IFNeuron, LIFNeuron  # noqa: E402
 
 
 class _SJBasicBlock(torch.nn.Module):

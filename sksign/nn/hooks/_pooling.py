@@ -1,7 +1,7 @@
 """Pooling of sign maps into bit codes: conv quadrants, tokens, units.
 
 Conv maps on the CPU go through the one-pass numba kernel
-(:mod:`sksign.nn._quadrant`); everything else is ``z > 0``, then
+(:mod:`sksign.nn.hooks._quadrant`); everything else is ``z > 0``, then
 :func:`pool_signs`. Both give the same bits.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sksign.nn import _quadrant
+from sksign.nn.hooks import _quadrant
 
 __all__ = [
     "CONV_POOLS",
@@ -262,7 +262,7 @@ def layer_code(
     """Code of one layer call from its pre-activation `z` (or ``z > 0``).
 
     Conv maps on the CPU go through the one-pass numba kernel
-    (:mod:`sksign.nn._quadrant`, looked up at call time so that tests can
+    (:mod:`sksign.nn.hooks._quadrant`, looked up at call time so that tests can
     watch it); everything else is ``z > 0``, then :func:`pool_signs`. Both
     give the same bits.
     """

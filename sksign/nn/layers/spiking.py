@@ -1,7 +1,10 @@
-"""Spiking MLP: integrate-and-fire neurons whose spike function is an HTAF.
+"""Spiking neurons whose spike function is an HTAF, and the spiking MLP.
 
-An integrate-and-fire (IF) neuron integrates its input current into a
-membrane potential and fires when the potential reaches a threshold::
+:class:`IFNeuron` (integrate and fire) and :class:`LIFNeuron` (with a leak)
+are the neurons of :class:`SpikingMLP` and of SEW-ResNet
+(:mod:`sksign.nn.architectures.sew_resnet`). An integrate-and-fire (IF)
+neuron integrates its input current into a membrane potential and fires when
+the potential reaches a threshold::
 
     v[t] = v[t-1] + I[t]
     s[t] = step(v[t] - threshold)        # HTAF in train(), exact 1[. >= 0] in eval()
@@ -43,10 +46,10 @@ from sksign.nn.activations import (
     heaviside,
     make_activation,
 )
-from sksign.nn.readout import Readout
+from sksign.nn.layers.readout import Readout
 
 # check_time_steps stays importable from here (its old path), not public
-__all__ = ["IFNeuron", "SpikingMLP"]
+__all__ = ["IFNeuron", "LIFNeuron", "SpikingMLP"]
 
 _RESETS = ("subtract", "zero")
 _CONNECTS = ("add", "none")
@@ -178,6 +181,54 @@ class IFNeuron(StepActivation):
             f"activation={self.activation!r}, {alphas}threshold={self.threshold:g}, "
             f"reset={self.reset!r}, mode={self.mode!r}"
         )
+
+
+class LIFNeuron(IFNeuron):
+    """Leaky integrate-and-fire neurons: ``v += (I - v) / tau`` each step.
+
+    As :class:`IFNeuron` (spike function, threshold, resets, modes) with a
+    leak towards 0 of time constant `tau` (the "decay input" form of
+    spikingjelly's ``LIFNode`` with ``v_reset=0``).
+
+    Parameters
+    ----------
+    tau : float, default=2.0
+        Membrane time constant (> 1 leaks; 1 forgets at once).
+    **kwargs
+        Passed to :class:`IFNeuron`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> LIFNeuron(tau=2.0).eval()(torch.full((1, 3, 1), 1.5)).flatten()
+    tensor([0., 1., 0.])
+    """
+
+    def __init__(self, tau: float = 2.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tau = check_positive("tau", tau, "LIFNeuron")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 2:
+            raise ValueError(
+                "LIFNeuron expects input of shape (batch, time, *features); got "
+                f"shape {tuple(x.shape)}."
+            )
+        v = torch.zeros_like(x[:, 0])
+        spikes = []
+        for t in range(x.shape[1]):
+            v = v + (x[:, t] - v) / self.tau
+            s = self.fire(v - self.threshold)
+            spikes.append(s)
+            r = s.detach() if self.detach_reset else s
+            if self.reset == "subtract":
+                v = v - self.threshold * r
+            else:
+                v = v * (1.0 - r)
+        return torch.stack(spikes, dim=1)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau:g}, {super().extra_repr()}"
 
 
 class SpikingMLP(nn.Module):

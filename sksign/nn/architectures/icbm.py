@@ -29,10 +29,10 @@ from torch import nn
 
 from sksign.nn._validation import check_n_concepts, check_sizes
 from sksign.nn.activations import ACTIVATIONS, StepActivation, make_activation
-from sksign.nn.factory import IMAGE_ARCHITECTURES, build_network
+from sksign.nn.architectures.factory import IMAGE_ARCHITECTURES, build_network
+from sksign.nn.architectures.modules import SmallCNN, dense_stack
 from sksign.nn.hooks import temporarily_eval
-from sksign.nn.modules import SmallCNN, dense_stack
-from sksign.nn.readout import Readout
+from sksign.nn.layers.readout import Readout
 
 # check_n_concepts stays importable from here (its old path), not public
 __all__ = [
@@ -59,7 +59,7 @@ class ImageBackbone(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from sksign.nn.resnet import ResNet18
+    >>> from sksign.nn.architectures.resnet import ResNet18
     >>> g = ImageBackbone(ResNet18(10, (3, 8, 8), width=2))
     >>> g(torch.zeros(2, 3, 8, 8)).shape
     torch.Size([2, 16])
@@ -89,12 +89,14 @@ def build_backbone(
 ) -> nn.Module:
     """The feature extractor ``g`` called `backbone` (see :data:`BACKBONES`).
 
-    "mlp": ``fc0, act0, ...`` as in :class:`~sksign.nn.modules.MLP` without
-    the readout; "cnn": :class:`~sksign.nn.modules.SmallCNN` without the
-    readout (needs `input_shape`); the image nets ("resnet18", "wrn", "vit",
+    "mlp": ``fc0, act0, ...`` as in
+    :class:`~sksign.nn.architectures.modules.MLP` without the readout; "cnn":
+    :class:`~sksign.nn.architectures.modules.SmallCNN` without the readout
+    (needs `input_shape`); the image nets ("resnet18", "wrn", "vit",
     "sew_resnet", "bireal"): the net built by
-    :func:`~sksign.nn.factory.build_network` with `backbone_kwargs`, without
-    its readout (:class:`ImageBackbone`; `input_shape` as there);
+    :func:`~sksign.nn.architectures.factory.build_network` with
+    `backbone_kwargs`, without its readout (:class:`ImageBackbone`;
+    `input_shape` as there);
     "identity": no layers; an ``nn.Module`` instance is deep-copied (the
     caller's module is never trained).
 
@@ -229,7 +231,7 @@ class ICBMNet(nn.Module):
         norm statistics included) while training.
     backbone_kwargs : dict, default=None
         Arguments of an image backbone (``{"width": 16}`` for "resnet18";
-        see :func:`~sksign.nn.factory.architecture_arguments`).
+        see :func:`~sksign.nn.architectures.factory.architecture_arguments`).
 
     Examples
     --------

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from sksign.nn._images import ImageInput, check_image_shape
 from sksign.nn._validation import check_sizes
 from sksign.nn.activations import make_activation
-from sksign.nn.readout import Readout
+from sksign.nn.architectures._images import ImageInput, check_image_shape
+from sksign.nn.layers.readout import Readout
 
 __all__ = ["ViTBlock", "VisionTransformer"]
 

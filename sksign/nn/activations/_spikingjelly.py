@@ -32,7 +32,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from sksign.nn._validation import check_positive
-from sksign.nn.activations import _htaf_derivative, heaviside, htaf
+from sksign.nn.activations._htaf import _htaf_derivative, htaf
+from sksign.nn.activations._step import heaviside
 
 __all__ = ["HTAFSurrogate"]
 

@@ -1,12 +1,13 @@
-"""The HTAF family: HTAF, the Heaviside step, STE and scaled-sigmoid baselines.
+"""HTAF: the activation, its fused kernels' dispatch, and its theory.
 
 HTAF(x | a0, a1) = sigmoid(a1 * tanh(a0 * x)) (the HTAF paper). Nets train
 with HTAF in the forward and backward pass and swap it for the exact step
 H(x) = 1[x >= 0] at inference, so hidden units are single bits.
-
-:func:`make_activation` builds any activation of the estimators by name
-(:data:`ACTIVATIONS`); every network builder of :mod:`sksign.nn` takes its
-activations from it.
+:func:`htaf` is the function (a closed-form backward; float32 CPU tensors
+through the numba kernels of :mod:`sksign.nn.activations._htaf_kernel`),
+:class:`HTAF` the module; :func:`htaf_alpha0_min`,
+:func:`htaf_product_limit` and :func:`htaf_grid` are the paper's bounds on
+``alpha0`` and ``alpha1``.
 """
 
 # Authors: The sksign developers
@@ -15,50 +16,22 @@ activations from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from numbers import Real
 
 import numpy as np
 import torch
-from torch import nn
 
 from sksign.nn._validation import check_option, check_positive
+from sksign.nn.activations._step import StepActivation
 
 __all__ = [
-    "ACTIVATIONS",
     "HTAF",
-    "STEP_ACTIVATIONS",
-    "STEHeaviside",
-    "ScaledSigmoid",
-    "StepActivation",
-    "force_step_mode",
-    "heaviside",
     "htaf",
     "htaf_alpha0_min",
     "htaf_grid",
     "htaf_product_limit",
-    "make_activation",
 ]
-
-#: Activation names accepted by :func:`make_activation` and the estimators.
-ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid", "relu", "silu", "gelu", "tanh")
-#: Step-like activations: exact Heaviside step at inference.
-STEP_ACTIVATIONS = ("htaf", "ste", "scaled_sigmoid")
-
-_MODES = ("auto", "smooth", "hard")
-
-
-def heaviside(x: torch.Tensor) -> torch.Tensor:
-    """Exact Heaviside step ``1[x >= 0]`` in the dtype of `x` (no gradient).
-
-    Examples
-    --------
-    >>> import torch
-    >>> heaviside(torch.tensor([-1.0, 0.0, 2.0]))
-    tensor([0., 1., 1.])
-    """
-    return (x >= 0).to(x.dtype)
 
 
 def _htaf_derivative(x: torch.Tensor, alpha0: float, alpha1: float) -> torch.Tensor:
@@ -81,7 +54,7 @@ _KERNELS = ("auto", "fused", "eager")
 def _fused_kernel():
     """The fused float32 CPU kernels, or None when numba is unavailable."""
     try:
-        from sksign.nn import _htaf_kernel
+        from sksign.nn.activations import _htaf_kernel
     except ImportError:  # pragma: no cover - numba is a dependency
         return None
     return _htaf_kernel
@@ -120,8 +93,9 @@ class _HTAFFunction(torch.autograd.Function):
 
     Saves one tensor, the input ``x``, as ReLU saves one; the backward
     recomputes ``tanh``, the sigmoids and ``sech**2`` from it. Float32 CPU
-    tensors run through the fused kernels of :mod:`sksign.nn._htaf_kernel`
-    (one pass each way); everything else through torch ops.
+    tensors run through the fused kernels of
+    :mod:`sksign.nn.activations._htaf_kernel` (one pass each way); everything
+    else through torch ops.
     """
 
     @staticmethod
@@ -205,9 +179,9 @@ def htaf(
         Outer scale; the output range is ``(sigmoid(-alpha1), sigmoid(alpha1))``.
     kernel : {"auto", "fused", "eager"}, default="auto"
         "fused": one numba pass per direction over float32 CPU tensors
-        (:mod:`sksign.nn._htaf_kernel`); "eager": torch ops (any dtype and
-        device); "auto" picks "fused" where it applies. Both keep the heavy
-        tail and agree to a few float32 ulps.
+        (:mod:`sksign.nn.activations._htaf_kernel`); "eager": torch ops (any
+        dtype and device); "auto" picks "fused" where it applies. Both keep
+        the heavy tail and agree to a few float32 ulps.
 
     Returns
     -------
@@ -229,44 +203,6 @@ def htaf(
             f"dtype={x.dtype}, device={x.device.type}. Use kernel='auto'."
         )
     return _HTAFFunction.apply(x, float(alpha0), float(alpha1), fused)
-
-
-class StepActivation(nn.Module):
-    """Base of the activations that become the exact step at inference.
-
-    Parameters
-    ----------
-    mode : {"auto", "smooth", "hard"}, default="auto"
-        "auto" is the smooth (training) function in ``train()`` and the exact
-        step ``1[x >= 0]`` in ``eval()``; "smooth" and "hard" force one.
-
-    Examples
-    --------
-    >>> import torch
-    >>> class Clip(StepActivation):
-    ...     def smooth(self, x):
-    ...         return x.clamp(0, 1)
-    >>> act = Clip()
-    >>> act(torch.tensor([-0.5, 0.5])), act.eval()(torch.tensor([-0.5, 0.5]))
-    (tensor([0.0000, 0.5000]), tensor([0., 1.]))
-    """
-
-    def __init__(self, mode: str = "auto") -> None:
-        super().__init__()
-        self.mode = check_option("mode", mode, _MODES, type(self).__name__)
-
-    @property
-    def is_hard(self) -> bool:
-        """Whether the forward pass is the exact step right now."""
-        return self.mode == "hard" or (self.mode == "auto" and not self.training)
-
-    def smooth(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.is_hard:
-            return heaviside(x)
-        return self.smooth(x)
 
 
 class HTAF(StepActivation):
@@ -304,122 +240,6 @@ class HTAF(StepActivation):
 
     def extra_repr(self) -> str:
         return f"alpha0={self.alpha0:g}, alpha1={self.alpha1:g}, mode={self.mode!r}"
-
-
-class _STEFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, surrogate, k):
-        ctx.save_for_backward(x)
-        ctx.surrogate, ctx.k = surrogate, k
-        return heaviside(x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        (x,) = ctx.saved_tensors
-        if ctx.surrogate == "clip":
-            grad = grad_output * (x.abs() <= 1.0).to(grad_output.dtype)
-        else:
-            s = torch.sigmoid(ctx.k * x)
-            grad = grad_output * ctx.k * s * (1.0 - s)
-        return grad, None, None
-
-
-class STEHeaviside(StepActivation):
-    """Straight-through estimator: forward step, backward a smooth stand-in.
-
-    Parameters
-    ----------
-    surrogate : {"clip", "sigmoid"}, default="clip"
-        "clip": gradient ``1[|x| <= 1]`` (clipped identity); "sigmoid": the
-        derivative of ``sigmoid(k * x)``.
-    k : float, default=4.0
-        Slope of the sigmoid surrogate.
-    mode : {"auto", "smooth", "hard"}, default="auto"
-        "smooth" is the straight-through step (same forward, surrogate
-        gradient); "hard" has no gradient.
-
-    Examples
-    --------
-    >>> import torch
-    >>> x = torch.tensor([-0.5, 2.0], requires_grad=True)
-    >>> y = STEHeaviside()(x)
-    >>> y.sum().backward()
-    >>> y.detach(), x.grad
-    (tensor([0., 1.]), tensor([1., 0.]))
-    """
-
-    def __init__(self, surrogate: str = "clip", k: float = 4.0, mode: str = "auto"):
-        super().__init__(mode)
-        self.surrogate = check_option(
-            "surrogate", surrogate, ("clip", "sigmoid"), "STEHeaviside"
-        )
-        self.k = check_positive("k", k, "STEHeaviside")
-
-    def smooth(self, x: torch.Tensor) -> torch.Tensor:
-        return _STEFunction.apply(x, self.surrogate, self.k)
-
-    def extra_repr(self) -> str:
-        return f"surrogate={self.surrogate!r}, k={self.k:g}, mode={self.mode!r}"
-
-
-class ScaledSigmoid(StepActivation):
-    """Scaled sigmoid ``sigmoid(k * x)`` in training, exact step at inference.
-
-    The baseline HTAF is compared with (the HTAF paper). ``k = alpha0 *
-    alpha1`` gives the same slope at 0 as an HTAF.
-
-    Parameters
-    ----------
-    k : float, default=22.0
-        Slope factor.
-    mode : {"auto", "smooth", "hard"}, default="auto"
-        See :class:`StepActivation`.
-
-    Examples
-    --------
-    >>> import torch
-    >>> act = ScaledSigmoid(k=22.0)
-    >>> act(torch.tensor([0.0])), act.eval()(torch.tensor([-0.1, 0.1]))
-    (tensor([0.5000]), tensor([0., 1.]))
-    """
-
-    def __init__(self, k: float = 22.0, mode: str = "auto"):
-        super().__init__(mode)
-        self.k = check_positive("k", k, "ScaledSigmoid")
-
-    def smooth(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.k * x)
-
-    def extra_repr(self) -> str:
-        return f"k={self.k:g}, mode={self.mode!r}"
-
-
-@contextmanager
-def force_step_mode(module: nn.Module, mode: str) -> Iterator[nn.Module]:
-    """Temporarily set the ``mode`` of every :class:`StepActivation` in `module`.
-
-    The previous modes are restored on exit, also after an exception.
-
-    Examples
-    --------
-    >>> from torch import nn
-    >>> net = nn.Sequential(nn.Linear(2, 2), HTAF())
-    >>> with force_step_mode(net, "hard"):
-    ...     net[1].mode
-    'hard'
-    >>> net[1].mode
-    'auto'
-    """
-    check_option("mode", mode, _MODES, "force_step_mode")
-    acts = [m for m in module.modules() if isinstance(m, StepActivation)]
-    saved = [m.mode for m in acts]
-    try:
-        for m in acts:
-            m.mode = mode
-        yield module
-    finally:
-        for m, old in zip(acts, saved):
-            m.mode = old
 
 
 def _check_eps(eps) -> float:
@@ -498,42 +318,3 @@ def htaf_grid(
         {"alpha0": [float(a0)], "alpha1": [product / float(a0)]}
         for a0 in (check_positive("alpha0", a, "htaf_grid") for a in alpha0)
     ]
-
-
-def make_activation(name: str, alpha0: float = 2.0, alpha1: float = 11.0) -> nn.Module:
-    """Build the activation module called `name` (one of :data:`ACTIVATIONS`).
-
-    "scaled_sigmoid" uses ``k = alpha0 * alpha1`` (the same slope at 0 as the
-    HTAF with those parameters); "ste" uses the clipped-identity surrogate.
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`ACTIVATIONS`.
-    alpha0, alpha1 : float, default=2.0, 11.0
-        HTAF parameters.
-
-    Returns
-    -------
-    nn.Module
-
-    Examples
-    --------
-    >>> make_activation("htaf", 1.0, 22.0)
-    HTAF(alpha0=1, alpha1=22, mode='auto')
-    >>> make_activation("scaled_sigmoid", 2.0, 11.0)
-    ScaledSigmoid(k=22, mode='auto')
-    """
-    if name == "htaf":
-        return HTAF(alpha0, alpha1)
-    if name == "ste":
-        return STEHeaviside()
-    if name == "scaled_sigmoid":
-        return ScaledSigmoid(k=float(alpha0) * float(alpha1))
-    plain = {"relu": nn.ReLU, "silu": nn.SiLU, "gelu": nn.GELU, "tanh": nn.Tanh}
-    if name in plain:
-        return plain[name]()
-    raise ValueError(
-        f"The 'activation' parameter must be one of {ACTIVATIONS}. "
-        f"Got {name!r} instead."
-    )

@@ -5,14 +5,14 @@ are addressed by name: dense block ``i`` is ``fc{i}`` (Linear) then ``act{i}``
 (activation); conv block ``i`` is ``conv{i}``, ``conv_act{i}``, ``pool{i}``;
 the readout is ``out``. The last hidden layer is the last ``act{i}``.
 
-The network factory (:func:`~sksign.nn.factory.build_network`,
-``ARCHITECTURES``, ``infer_input_shape``) lives in :mod:`sksign.nn.factory`,
-which builds on this module. Their old paths here (``sksign.nn.modules.
-build_network``, ...) keep working: this module forwards them lazily (a
-module-level ``__getattr__``), because an import of the factory here would be
-an import cycle. ``ACTIVATIONS``, ``STEP_ACTIVATIONS`` and
-``make_activation`` live in :mod:`sksign.nn.activations` and are re-exported
-here under their old paths.
+The network factory (:func:`~sksign.nn.architectures.factory.build_network`,
+``ARCHITECTURES``, ``infer_input_shape``) lives in
+:mod:`sksign.nn.architectures.factory`, which builds on this module. Their
+old paths here (``sksign.nn.modules.build_network``, ...) keep working: this
+module forwards them lazily (a module-level ``__getattr__``), because an
+import of the factory here would be an import cycle. ``ACTIVATIONS``,
+``STEP_ACTIVATIONS`` and ``make_activation`` live in
+:mod:`sksign.nn.activations` and are re-exported here under their old paths.
 """
 
 # Authors: The sksign developers
@@ -30,7 +30,7 @@ from torch import nn
 
 from sksign.nn._validation import check_sizes
 from sksign.nn.activations import ACTIVATIONS, STEP_ACTIVATIONS, make_activation
-from sksign.nn.readout import Readout
+from sksign.nn.layers.readout import Readout
 
 __all__ = [
     "ACTIVATIONS",
@@ -41,14 +41,14 @@ __all__ = [
 ]
 
 # Old paths of the factory's names (sksign.nn.modules.build_network, ...),
-# forwarded by __getattr__ to their home, sksign.nn.factory.
+# forwarded by __getattr__ to their home, sksign.nn.architectures.factory.
 _MOVED_TO_FACTORY = ("ARCHITECTURES", "build_network", "infer_input_shape")
 
 
 def __getattr__(name: str) -> Any:
-    """Forward the old paths of the factory's names to :mod:`sksign.nn.factory`."""
+    """Forward the old paths of the factory's names to their home, the factory."""
     if name in _MOVED_TO_FACTORY:
-        return getattr(importlib.import_module("sksign.nn.factory"), name)
+        return getattr(importlib.import_module("sksign.nn.architectures.factory"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

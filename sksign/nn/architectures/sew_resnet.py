@@ -2,12 +2,14 @@
 
 The HTAF paper's SNN. Tensors between layers are laid out
 ``(batch, time, channels, height, width)``; convolutions and BatchNorm see
-batch and time folded together, the neurons (:class:`~sksign.nn.spiking.
-IFNeuron`, or :class:`LIFNeuron` with a leak) integrate over time. The image
-is presented at every step (direct encoding), the readout is averaged over
-the steps. Each neuron's spike function is HTAF (or STE / scaled sigmoid) in
-``train()`` and the exact step in ``eval()``; the membrane starts at 0 in
-every forward call, so no state is carried from one batch to the next.
+batch and time folded together, the neurons
+(:class:`~sksign.nn.layers.spiking.IFNeuron`, or
+:class:`~sksign.nn.layers.spiking.LIFNeuron` with a leak) integrate over
+time. The image is presented at every step (direct encoding), the readout is
+averaged over the steps. Each neuron's spike function is HTAF (or STE /
+scaled sigmoid) in ``train()`` and the exact step in ``eval()``; the
+membrane starts at 0 in every forward call, so no state is carried from one
+batch to the next.
 
 A SEW block (Fang et al., 2021) is ``sn2(bn2(conv2(sn1(bn1(conv1(s))))))``
 combined with its input spikes ``s`` (or their downsampled version) by
@@ -26,70 +28,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from sksign.nn._images import ImageInput, check_image_shape
 from sksign.nn._validation import (
     check_option,
-    check_positive,
     check_sizes,
     check_step_activation,
     check_time_steps,
 )
 from sksign.nn.activations import STEP_ACTIVATIONS
-from sksign.nn.readout import Readout
-from sksign.nn.spiking import IFNeuron
+from sksign.nn.architectures._images import ImageInput, check_image_shape
+from sksign.nn.layers.readout import Readout
+from sksign.nn.layers.spiking import IFNeuron, LIFNeuron
 
-__all__ = ["LIFNeuron", "SEWBlock", "SEWResNet"]
+__all__ = ["SEWBlock", "SEWResNet"]
 
 _CONNECTS = ("add", "iand", "and")
 _NEURONS = ("if", "lif")
-
-
-class LIFNeuron(IFNeuron):
-    """Leaky integrate-and-fire neurons: ``v += (I - v) / tau`` each step.
-
-    As :class:`~sksign.nn.spiking.IFNeuron` (spike function, threshold,
-    resets, modes) with a leak towards 0 of time constant `tau` (the
-    "decay input" form of spikingjelly's ``LIFNode`` with ``v_reset=0``).
-
-    Parameters
-    ----------
-    tau : float, default=2.0
-        Membrane time constant (> 1 leaks; 1 forgets at once).
-    **kwargs
-        Passed to :class:`~sksign.nn.spiking.IFNeuron`.
-
-    Examples
-    --------
-    >>> import torch
-    >>> LIFNeuron(tau=2.0).eval()(torch.full((1, 3, 1), 1.5)).flatten()
-    tensor([0., 1., 0.])
-    """
-
-    def __init__(self, tau: float = 2.0, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.tau = check_positive("tau", tau, "LIFNeuron")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() < 2:
-            raise ValueError(
-                "LIFNeuron expects input of shape (batch, time, *features); got "
-                f"shape {tuple(x.shape)}."
-            )
-        v = torch.zeros_like(x[:, 0])
-        spikes = []
-        for t in range(x.shape[1]):
-            v = v + (x[:, t] - v) / self.tau
-            s = self.fire(v - self.threshold)
-            spikes.append(s)
-            r = s.detach() if self.detach_reset else s
-            if self.reset == "subtract":
-                v = v - self.threshold * r
-            else:
-                v = v * (1.0 - r)
-        return torch.stack(spikes, dim=1)
-
-    def extra_repr(self) -> str:
-        return f"tau={self.tau:g}, {super().extra_repr()}"
 
 
 def _neuron(kind: str, activation: str, alpha0: float, alpha1: float, **kw):

@@ -1,12 +1,14 @@
 """The network factory: build any built-in architecture by name.
 
 :func:`build_network` builds the dense (DHN) and convolutional nets of
-:mod:`sksign.nn.modules`, the Bi-Real-style binary MLP
-(:mod:`sksign.nn.binary`), the spiking MLP (:mod:`sksign.nn.spiking`) and
-the papers' image nets: the CIFAR ResNet-18 and WideResNets
-(:mod:`sksign.nn.resnet`), a small ViT (:mod:`sksign.nn.vit`), SEW-ResNet
-(:mod:`sksign.nn.sew_resnet`) and Bi-Real ResNet-18
-(:mod:`sksign.nn.bireal`); the estimators build their nets through it.
+:mod:`sksign.nn.architectures.modules`, the Bi-Real-style binary MLP
+(:mod:`sksign.nn.layers.binary`), the spiking MLP
+(:mod:`sksign.nn.layers.spiking`) and the papers' image nets: the CIFAR
+ResNet-18 and WideResNets (:mod:`sksign.nn.architectures.resnet`), a small
+ViT (:mod:`sksign.nn.architectures.vit`), SEW-ResNet
+(:mod:`sksign.nn.architectures.sew_resnet`) and Bi-Real ResNet-18
+(:mod:`sksign.nn.architectures.bireal`); the estimators build their nets
+through it.
 :func:`check_input_shape` tells before training whether images of a shape
 fit a net, and :func:`architecture_arguments` lists what each takes.
 """
@@ -22,16 +24,16 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from sksign.nn._images import check_image_shape
 from sksign.nn._validation import check_sizes, check_time_steps
 from sksign.nn.activations import ACTIVATIONS
-from sksign.nn.binary import BinaryMLP
-from sksign.nn.bireal import BiRealResNet18
-from sksign.nn.modules import MLP, SmallCNN
-from sksign.nn.resnet import ResNet18, WideResNet
-from sksign.nn.sew_resnet import SEWResNet
-from sksign.nn.spiking import SpikingMLP
-from sksign.nn.vit import VisionTransformer
+from sksign.nn.architectures._images import check_image_shape
+from sksign.nn.architectures.bireal import BiRealResNet18
+from sksign.nn.architectures.modules import MLP, SmallCNN
+from sksign.nn.architectures.resnet import ResNet18, WideResNet
+from sksign.nn.architectures.sew_resnet import SEWResNet
+from sksign.nn.architectures.vit import VisionTransformer
+from sksign.nn.layers.binary import BinaryMLP
+from sksign.nn.layers.spiking import SpikingMLP
 
 __all__ = [
     "ARCHITECTURES",
@@ -43,8 +45,9 @@ __all__ = [
 
 #: Built-in architecture names accepted by :func:`build_network`: dense
 #: (DHN) and convolutional nets, the Bi-Real-style binary MLP
-#: (:mod:`sksign.nn.binary`), the spiking MLP (:mod:`sksign.nn.spiking`) and
-#: the papers' image nets (:data:`IMAGE_ARCHITECTURES`).
+#: (:mod:`sksign.nn.layers.binary`), the spiking MLP
+#: (:mod:`sksign.nn.layers.spiking`) and the papers' image nets
+#: (:data:`IMAGE_ARCHITECTURES`).
 ARCHITECTURES = (
     "mlp",
     "cnn",

@@ -1,4 +1,11 @@
-"""Bi-Real-style binary MLP: binary activations, binary weights, real shortcuts.
+"""Binary layers (XNOR / Bi-Real weights) and the Bi-Real-style binary MLP.
+
+:func:`binary_sign` is the sign of the latent weights with a clipped
+straight-through gradient; :class:`BinaryLinear` and :class:`BinaryConv2d`
+use ``scale * sign(W)`` in their forward pass (one scale per output unit or
+channel). :class:`BinaryMLP` stacks binary blocks with real shortcuts; the
+Bi-Real ResNet-18 (:mod:`sksign.nn.architectures.bireal`) is built from the
+binary convolutions.
 
 A binary block (Bi-Real Net, the HTAF paper) reads the real-valued residual
 stream ``x``, binarises it with a step-like activation, multiplies the bits
@@ -34,9 +41,9 @@ from torch import nn
 
 from sksign.nn._validation import check_option, check_sizes, check_step_activation
 from sksign.nn.activations import STEP_ACTIVATIONS, StepActivation, make_activation
-from sksign.nn.readout import Readout
+from sksign.nn.layers.readout import Readout
 
-__all__ = ["BinaryLinear", "BinaryMLP", "binary_sign"]
+__all__ = ["BinaryConv2d", "BinaryLinear", "BinaryMLP", "binary_sign"]
 
 _WEIGHT_GRADS = ("scaled", "ste")
 
@@ -151,6 +158,66 @@ class BinaryLinear(nn.Linear):
         )
 
 
+class BinaryConv2d(nn.Conv2d):
+    """Conv2d with binary weights ``scale * sign(W)``, one scale per channel.
+
+    ``scale_o = mean |W_o|`` over the input channels and the kernel; the
+    gradient reaches the latent weights through the clipped straight-through
+    sign (and the scale, for ``weight_grad="scaled"``), as in
+    :class:`BinaryLinear`.
+
+    Parameters
+    ----------
+    in_channels, out_channels, kernel_size : int
+        As in :class:`torch.nn.Conv2d`.
+    stride, padding : int, default=1
+        As in :class:`torch.nn.Conv2d`.
+    weight_grad : {"scaled", "ste"}, default="scaled"
+        See :class:`BinaryLinear`.
+    binary : bool, default=True
+        False keeps real weights.
+
+    Examples
+    --------
+    >>> import torch
+    >>> conv = BinaryConv2d(2, 4, 3)
+    >>> w = conv.binary_weight()
+    >>> bool((w.abs().flatten(1) == w.abs().flatten(1)[:, :1]).all())
+    True
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 1,
+        weight_grad: str = "scaled",
+        binary: bool = True,
+    ) -> None:
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, bias=False
+        )
+        self.weight_grad = check_option(
+            "weight_grad", weight_grad, _WEIGHT_GRADS, "BinaryConv2d"
+        )
+        self.binary = bool(binary)
+
+    def binary_weight(self) -> torch.Tensor:
+        """The weights the forward pass uses (``scale * sign(W)`` if binary)."""
+        w = self.weight
+        if not self.binary:
+            return w
+        scale = w.abs().mean(dim=(1, 2, 3), keepdim=True)
+        if self.weight_grad == "ste":
+            scale = scale.detach()
+        return scale * binary_sign(w)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, self.binary_weight(), None, self.stride, self.padding)
+
+
 class BinaryMLP(nn.Module):
     """Bi-Real-style binary MLP with real-valued shortcuts.
 
@@ -162,7 +229,8 @@ class BinaryMLP(nn.Module):
     ``short{i}`` (identity, or a real ``Linear`` without bias when the width
     changes); finally ``out`` (real Linear readout of the real stream).
     Note that ``act{i}`` comes *before* ``fc{i}`` (Bi-Real binarises the
-    input of each binary layer), unlike :class:`~sksign.nn.modules.MLP`.
+    input of each binary layer), unlike
+    :class:`~sksign.nn.architectures.modules.MLP`.
 
     Parameters
     ----------

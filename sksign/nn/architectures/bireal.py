@@ -12,7 +12,10 @@ stays real. The shortcut is the identity, or (stride 2 or a width change)
 average pooling then a real 1x1 convolution and BatchNorm, as in Bi-Real
 Net. The stem (3x3 convolution, BatchNorm) and the readout stay real. The
 ``{0, 1} -> {-1, +1}`` map ``2 a - 1`` is the one of
-:class:`~sksign.nn.binary.BinaryMLP`: every unit is the single bit ``a``.
+:class:`~sksign.nn.layers.binary.BinaryMLP`: every unit is the single bit
+``a``. The binary convolution itself,
+:class:`~sksign.nn.layers.binary.BinaryConv2d`, is a layer of
+:mod:`sksign.nn.layers.binary`.
 """
 
 # Authors: The sksign developers
@@ -23,78 +26,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from sksign.nn._images import ImageInput, check_image_shape
-from sksign.nn._validation import check_option, check_sizes, check_step_activation
+from sksign.nn._validation import check_sizes, check_step_activation
 from sksign.nn.activations import STEP_ACTIVATIONS, make_activation
-from sksign.nn.binary import binary_sign
-from sksign.nn.readout import Readout
+from sksign.nn.architectures._images import ImageInput, check_image_shape
+from sksign.nn.layers.binary import BinaryConv2d
+from sksign.nn.layers.readout import Readout
 
-__all__ = ["BiRealResNet18", "BiRealUnit", "BinaryConv2d"]
-
-_WEIGHT_GRADS = ("scaled", "ste")
-
-
-class BinaryConv2d(nn.Conv2d):
-    """Conv2d with binary weights ``scale * sign(W)``, one scale per channel.
-
-    ``scale_o = mean |W_o|`` over the input channels and the kernel; the
-    gradient reaches the latent weights through the clipped straight-through
-    sign (and the scale, for ``weight_grad="scaled"``), as in
-    :class:`~sksign.nn.binary.BinaryLinear`.
-
-    Parameters
-    ----------
-    in_channels, out_channels, kernel_size : int
-        As in :class:`torch.nn.Conv2d`.
-    stride, padding : int, default=1
-        As in :class:`torch.nn.Conv2d`.
-    weight_grad : {"scaled", "ste"}, default="scaled"
-        See :class:`~sksign.nn.binary.BinaryLinear`.
-    binary : bool, default=True
-        False keeps real weights.
-
-    Examples
-    --------
-    >>> import torch
-    >>> conv = BinaryConv2d(2, 4, 3)
-    >>> w = conv.binary_weight()
-    >>> bool((w.abs().flatten(1) == w.abs().flatten(1)[:, :1]).all())
-    True
-    """
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int,
-        stride: int = 1,
-        padding: int = 1,
-        weight_grad: str = "scaled",
-        binary: bool = True,
-    ) -> None:
-        super().__init__(
-            in_channels, out_channels, kernel_size, stride, padding, bias=False
-        )
-        self.weight_grad = check_option(
-            "weight_grad", weight_grad, _WEIGHT_GRADS, "BinaryConv2d"
-        )
-        self.binary = bool(binary)
-
-    def binary_weight(self) -> torch.Tensor:
-        """The weights the forward pass uses (``scale * sign(W)`` if binary)."""
-        w = self.weight
-        if not self.binary:
-            return w
-        scale = w.abs().mean(dim=(1, 2, 3), keepdim=True)
-        if self.weight_grad == "ste":
-            scale = scale.detach()
-        return scale * binary_sign(w)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, self.binary_weight(), None, self.stride, self.padding)
+__all__ = ["BiRealResNet18", "BiRealUnit"]
 
 
 class BiRealUnit(nn.Module):
