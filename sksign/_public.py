@@ -42,10 +42,13 @@ _SECTIONS = (
         "sksign.transformers",
         {
             "BERT_FFN_LAYERS": "sksign.transformers._huggingface",
+            "FFNLayer": "sksign.transformers._ffn",
             "HFForwardKwargs": "sksign.transformers._huggingface",
             "SignCodeTransformer": "sksign.transformers._sign_codes",
+            "find_ffn_activations": "sksign.transformers._ffn",
             "hf_forward_kwargs": "sksign.transformers._huggingface",
             "hf_sign_code_transformer": "sksign.transformers._huggingface",
+            "swap_ffn_activations": "sksign.transformers._ffn_swap",
             "tokenize_to_array": "sksign.transformers._huggingface",
         },
     ),

@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sksign._public import public_names
+from sksign.transformers._ffn import FFNLayer, find_ffn_activations
+from sksign.transformers._ffn_swap import swap_ffn_activations
 from sksign.transformers._huggingface import (
     BERT_FFN_LAYERS,
     HFForwardKwargs,
