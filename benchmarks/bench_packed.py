@@ -28,8 +28,9 @@ of shape (3, 32, 32), 10 classes): Bi-Real ResNet-18 and ResNet-18 (step
 activations) at width 16, WRN-10-2 and SEW-ResNet-18 (IF neurons, "add"
 connections, T = 4) at width 16, torch eval ``module(x)`` under
 ``torch.no_grad()`` against the packed net, batches 1 and 64 (or
-``--batches``), one thread; ``--nets`` picks some of them (``bireal``,
-``resnet18``, ``wrn``, ``sew_resnet``).
+``--batches``), one thread (or ``--threads 1 2``: both on that many);
+``--nets`` picks some of them (``bireal``, ``resnet18``, ``wrn``,
+``sew_resnet``).
 
 ``--kernel`` times the sign x sign kernel alone (``xnor_affine`` on random
 words: batch rows x width bits x width outputs) on one thread and on two
@@ -57,47 +58,27 @@ a part of the grid.
 
 import argparse
 import copy
-import platform
 import sys
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
-from numba import njit
 from threadpoolctl import ThreadpoolController
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _machine import print_machine
 from _timing import best_of
 
 from sksign.deploy import pack
 from sksign.deploy._kernels import xnor_affine
 from sksign.deploy._ops._common import run_rows_cols as _run_rows_cols
 from sksign.estimators import HTAFNetClassifier
-from sksign.kernels._popcount import popcount64
 
 N_FEATURES, N_CLASSES, TIME_STEPS = 784, 10, 4
 # built once: a ThreadpoolController costs milliseconds to make
 BLAS = ThreadpoolController()
-
-
-@njit(cache=True, nogil=True)
-def _popcount_loop(a, b, repeats):
-    s = 0
-    for _ in range(repeats):
-        for w in range(a.shape[0]):
-            s += popcount64(a[w] ^ b[w])
-    return s
-
-
-def popcount_peak(repeats=20000):
-    """Bit comparisons per second of XOR + popcount on L1-resident words."""
-    rng = np.random.default_rng(0)
-    a, b = (rng.integers(0, 2**63, 512, dtype=np.uint64) for _ in range(2))
-    _popcount_loop(a, b, 10)
-    ((t, _),) = best_of([lambda: _popcount_loop(a, b, repeats)], 3)
-    return 64 * 512 * repeats / t
 
 
 def build(arch, width, seed=0):
@@ -207,12 +188,15 @@ IMAGE_NETS = {
 }
 
 
-def images(batches, repeats, nets=None):
-    """One row per image net and batch: torch eval against the packed net."""
+def images(batches, repeats, nets=None, threads=(1,)):
+    """One row per image net, thread count and batch: torch eval against the
+    packed net, both on the same number of threads."""
+    print_machine()
+    print(f"# torch {torch.__version__}")
     rng = np.random.default_rng(0)
     X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
-    print("| net | batch | torch (ms) | packed (ms) | speed-up |")
-    print("|---" * 5 + "|")
+    print("| net | threads | batch | torch (ms) | packed (ms) | speed-up |")
+    print("|---" * 6 + "|")
     for arch, params in IMAGE_NETS.items():
         if nets and arch not in nets:
             continue
@@ -226,37 +210,25 @@ def images(batches, repeats, nets=None):
         )
         module = est.module_.eval()
         packed = pack(est).net_
-        for batch in batches:
-            xt, xf = torch.from_numpy(X[:batch]), X[:batch].reshape(batch, -1)
+        for n_threads in threads:
+            torch.set_num_threads(n_threads)
+            for batch in batches:
+                xt, xf = torch.from_numpy(X[:batch]), X[:batch].reshape(batch, -1)
 
-            def torch_model(xt=xt, module=module):
-                with torch.no_grad():
-                    return module(xt)
+                def torch_model(xt=xt, module=module):
+                    with torch.no_grad():
+                        return module(xt)
 
-            def packed_model(xf=xf, packed=packed):
-                return packed.forward(xf, 1)
+                def packed_model(xf=xf, packed=packed, n_threads=n_threads):
+                    return packed.forward(xf, n_threads)
 
-            (tt, _), (tp, _) = best_of([torch_model, packed_model], repeats)
-            print(
-                f"| {arch} | {batch} | {tt * 1e3:.2f} | {tp * 1e3:.2f} "
-                f"| {tt / tp:.2f}x |",
-                flush=True,
-            )
-
-
-def cpu_features():
-    """The CPU's model name and its SIMD flags from /proc/cpuinfo (Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine(), []
-    first = text.split("\n\n", 1)[0]  # the first processor's block
-    info = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
-    info = {k.strip(): v.strip() for k, v in info.items()}
-    flags = info.get("flags", "").split()
-    wanted = ("sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2")
-    vector = [f for f in flags if f in wanted or f.startswith("avx512")]
-    return info.get("model name", platform.machine()), vector
+                with BLAS.limit(limits=n_threads, user_api="blas"):
+                    (tt, _), (tp, _) = best_of([torch_model, packed_model], repeats)
+                print(
+                    f"| {arch} | {n_threads} | {batch} | {tt * 1e3:.2f} "
+                    f"| {tp * 1e3:.2f} | {tt / tp:.2f}x |",
+                    flush=True,
+                )
 
 
 def summary(widths, batches, threads, repeats, nets):
@@ -267,10 +239,8 @@ def summary(widths, batches, threads, repeats, nets):
 
     X, y = load_digits(return_X_y=True)
     X = (X / 16).astype(np.float32)
-    model, flags = cpu_features()
-    print(f"# {model}; {', '.join(flags)}; torch {torch.__version__}")
-    if not any(f.startswith("avx512") for f in flags):
-        print("# no AVX-512 on this CPU")
+    print_machine()
+    print(f"# torch {torch.__version__}")
     print(
         "| net | threads | batch | packed predict (ms) | packed forward (ms) "
         "| torch forward (ms) | predict vs torch | note |"
@@ -323,10 +293,12 @@ def summary(widths, batches, threads, repeats, nets):
 def kernel(widths, batches, repeats):
     """The sign x sign kernel alone, one and two threads, no torch operation."""
     rng = np.random.default_rng(0)
-    peak = popcount_peak()
-    print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
-    print("| width | batch | 1 thread (ms) | G bit-MAC/s | 2 threads (ms) | scaling |")
-    print("|---" * 6 + "|")
+    peak = print_machine()
+    print(
+        "| width | batch | 1 thread (ms) | G bit-MAC/s | of peak "
+        "| 2 threads (ms) | scaling |"
+    )
+    print("|---" * 7 + "|")
     for width in widths:
         words = rng.integers(0, 2**63, (width // 64, width), dtype=np.uint64)
         alpha, beta = np.ones(width, np.float32), np.zeros(width, np.float32)
@@ -342,7 +314,7 @@ def kernel(widths, batches, repeats):
             macs = batch * width * width
             print(
                 f"| {width} | {batch} | {one * 1e3:.3f} | {macs / one / 1e9:.0f} "
-                f"| {two * 1e3:.3f} | {one / two:.2f}x |"
+                f"| {macs / one / peak:.0%} | {two * 1e3:.3f} | {one / two:.2f}x |"
             )
 
 
@@ -374,9 +346,9 @@ def main():
         unknown = set(args.nets or ()) - set(IMAGE_NETS)
         if unknown:
             parser.error(f"unknown image nets {sorted(unknown)}")
-        torch.set_num_threads(1)
-        with BLAS.limit(limits=1, user_api="blas"):
-            images(args.batches or [1, 64], args.repeats or 5, args.nets)
+        images(
+            args.batches or [1, 64], args.repeats or 5, args.nets, args.threads or [1]
+        )
         return
     if args.summary:
         unknown = set(args.nets or ()) - {"bnn", "dhn", "snn"}
@@ -401,9 +373,8 @@ def main():
     rng = np.random.default_rng(0)
     X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)
 
-    peak = popcount_peak()
-    print(f"# {platform.processor() or platform.machine()}; torch {torch.__version__}")
-    print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
+    peak = print_machine()
+    print(f"# torch {torch.__version__}")
     header = (
         "| net | width | threads | batch | part | torch (ms) | packed (ms) "
         "| speed-up | note |"

@@ -5,9 +5,10 @@ out channels last (``(n, H * W * C)``, pixel by pixel), so that the channels
 of one pixel are contiguous: as float rows (``float``) or as packed bits
 (``pixel_bits``: the ``C`` bits of each pixel packed into ``ceil(C / 64)``
 uint64 words, in the unit layout of :mod:`sksign.deploy._kernels`, so a
-row holds ``H * W * ceil(C / 64)`` words). A convolution is an im2col of
-these pixels, of floats or of whole words, followed by a matrix product, an
-XNOR-popcount or a sum of weight rows over the active bits. Spiking maps
+row holds ``H * W * ceil(C / 64)`` words). The image nets' convolutions
+read these maps in place (:mod:`sksign.deploy._kernels`), from the geometry
+and the tables built here; :func:`im2col` serves the small CNN's channels-first
+maps. Spiking maps
 (SEW-ResNet) fold time into the rows (row ``n * T + t``): the neurons of
 :func:`fire_maps` integrate float maps of input currents into ``pixel_bits``
 spikes, and :func:`gate_pixels` combines two spike maps bit by bit. Numpy
@@ -28,17 +29,21 @@ from sksign.deploy._format import (
     conv_output_size,
     words_per_pixel,
 )
-from sksign.deploy._kernels import pack_ge, unpack_words
+from sksign.deploy._kernels import fire_pixels, pack_ge, unpack_words
 
 __all__ = [
     "GATES",
     "NEURONS",
+    "compact_taps",
     "conv_corrections",
     "fire_maps",
     "gate_pixels",
     "im2col",
     "map_conv_geometry",
+    "map_geometry",
+    "nibble_tables",
     "pack_pixels",
+    "tap_layout",
     "unpack_pixels",
     "words_per_pixel",
 ]
@@ -73,6 +78,17 @@ def map_conv_geometry(shape, attrs):
     if not 0 <= attrs["padding"] <= attrs["kernel"]:
         raise ValueError("invalid kernel, stride, padding or channels")
     return conv_geometry(shape, attrs)
+
+
+def map_geometry(attrs):
+    """``(H, W, wpp, k, stride, padding, Ho, Wo)`` of a map convolution, int64.
+
+    The geometry the kernels of :mod:`sksign.deploy._kernels._conv` read.
+    """
+    c, h, w = attrs["shape"]
+    k, s, p = attrs["kernel"], attrs["stride"], attrs["padding"]
+    ho, wo = conv_output_size(h, k, s, p), conv_output_size(w, k, s, p)
+    return np.array([h, w, words_per_pixel(c), k, s, p, ho, wo], dtype=np.int64)
 
 
 def im2col(maps, kernel, stride=1, padding=0, *, channels_first=False):
@@ -167,6 +183,106 @@ def conv_corrections(signs, shape, kernel, stride, padding):
     return np.ascontiguousarray(corr, dtype=np.int32)
 
 
+def tap_layout(channels, kernel):
+    """How a patch of ``kernel x kernel`` pixels packs into whole words.
+
+    A pixel of ``C <= 64`` channels holds its bits in the low
+    ``tap_bits = 8 * ceil(C / 8)`` bits of its word (bytes in channel order),
+    so ``64 // tap_bits`` taps share a compact word; wider pixels keep their
+    ``ceil(C / 64)`` words per tap.
+
+    Returns
+    -------
+    taps_per_word, tap_bits, n_words : int
+    """
+    wpp = words_per_pixel(channels)
+    if wpp > 1:
+        return 1, 64, kernel * kernel * wpp
+    tap_bits = 8 * -(-channels // 8)
+    per_word = 64 // tap_bits
+    return per_word, tap_bits, -(-kernel * kernel // per_word)
+
+
+def compact_taps(tap_words, channels, kernel):
+    """Weight words of a patch in the compact layout of :func:`tap_layout`.
+
+    Parameters
+    ----------
+    tap_words : ndarray of shape (oc, k * k * wpp), dtype uint64
+        The words of each tap, in patch order (padding bits zero).
+
+    Returns
+    -------
+    words : ndarray of shape (n_words, oc), dtype uint64
+        Word-major (one row per compact word).
+    """
+    per_word, tap_bits, n_words = tap_layout(channels, kernel)
+    if words_per_pixel(channels) > 1:
+        return np.ascontiguousarray(tap_words.T)
+    out = np.zeros((len(tap_words), n_words), dtype=np.uint64)
+    for t in range(kernel * kernel):
+        shift = np.uint64((t % per_word) * tap_bits)
+        out[:, t // per_word] |= tap_words[:, t] << shift
+    return np.ascontiguousarray(out.T)
+
+
+def nibble_tables(weight_t, channels, kernel, lanes=8, bits=4):
+    """Sums of the real weights of every group of `bits` bits of a pixel's words.
+
+    The group at bits ``b j .. b j + b - 1`` of a pixel's word (a nibble for
+    ``b = 4``, a byte for ``b = 8``) holds ``b`` channels (or padding); for
+    each tap, group and value ``v`` of those bits, the table holds the sum
+    of the weights of the set bits, per output: the convolution of a bit
+    map is then a sum of one table row per tap and nonzero group
+    (:func:`~sksign.deploy._kernels.sum_conv`). Groups of padding alone are
+    left out.
+
+    Parameters
+    ----------
+    weight_t : ndarray of shape (k * k * C, oc), dtype float32
+        Weights, one row per patch unit in the order ``(ky, kx, c)``.
+    channels, kernel : int
+    lanes : int, default=8
+        The outputs are padded with zeros to a multiple of `lanes`.
+    bits : {4, 8}, default=4
+        Bits per group (the table has ``2**bits`` rows per group).
+
+    Returns
+    -------
+    table : ndarray of shape (k * k, n_groups, 2**bits, width), dtype float32
+        Sums made in float64, rounded once to float32 (each within
+        ``2**-24`` of the sum of its absolute weights); ``width`` is ``oc``
+        rounded up to a multiple of `lanes`.
+    group_word : ndarray of shape (n_groups,), dtype int64
+        Word of the pixel that holds each group.
+    group_shift : ndarray of shape (n_groups,), dtype uint64
+        Its lowest bit in that word.
+    """
+    units = []  # channel of each bit of each group kept
+    words, shifts = [], []
+    for wd in range(words_per_pixel(channels)):
+        for j in range(64 // bits):
+            pos = bits * j + np.arange(bits)
+            unit = 64 * wd + 8 * (pos // 8) + 7 - pos % 8
+            if unit.min() < channels:
+                units.append(np.where(unit < channels, unit, channels))
+                words.append(wd)
+                shifts.append(bits * j)
+    kk, oc = kernel * kernel, weight_t.shape[1]
+    w = weight_t.astype(np.float64).reshape(kk, channels, oc)
+    w = np.concatenate([w, np.zeros((kk, 1, oc))], axis=1)  # the padding unit
+    per_bit = w[:, np.array(units)]  # (k * k, n_groups, bits, oc)
+    values = (np.arange(2**bits)[:, None] >> np.arange(bits)) & 1
+    table = np.einsum("vi,tmio->tmvo", values.astype(np.float64), per_bit)
+    padded = np.zeros((*table.shape[:3], -(-oc // lanes) * lanes), np.float32)
+    padded[..., :oc] = table
+    return (
+        padded,
+        np.array(words, dtype=np.int64),
+        np.array(shifts, dtype=np.uint64),
+    )
+
+
 def fire_maps(current, channels, attrs, run):
     """Spikes of a layer of neurons fed float maps of currents, as ``pixel_bits``.
 
@@ -201,32 +317,22 @@ def fire_maps(current, channels, attrs, run):
     """
     steps = attrs["time_steps"]
     n = current.shape[0] if attrs["constant"] else current.shape[0] // steps
-    cur = current.reshape(n, 1 if attrs["constant"] else steps, -1)
-    threshold = np.float32(attrs["threshold"])
-    tau = np.float32(attrs["tau"])
-    leaky = attrs["neuron"] == "lif"
-    v = np.zeros((n, cur.shape[2]), dtype=np.float32)
-    u = np.empty_like(v)
-    fired = np.empty(v.shape, dtype=bool)
-    n_words = cur.shape[2] // channels * words_per_pixel(channels)
-    out = np.empty((n, steps, n_words), dtype=np.uint64)
-    for t in range(steps):
-        i = cur[:, 0 if attrs["constant"] else t]
-        if leaky:
-            np.subtract(i, v, out=u)
-            u /= tau
-            v += u
-        else:
-            v += i
-        np.subtract(v, threshold, out=u)
-        out[:, t] = pack_pixels(u, channels, run)
-        if t + 1 < steps:
-            np.greater_equal(u, 0, out=fired)
-            if attrs["reset"] == "zero":
-                v[fired] = 0  # v * (1 - 1) of a v >= threshold > 0
-            else:
-                np.copyto(v, u, where=fired)  # v - threshold * 1
-    return out.reshape(n * steps, -1)
+    n_words = current.shape[1] // channels * words_per_pixel(channels)
+    out = np.empty((n * steps, n_words), dtype=np.uint64)
+    run(
+        fire_pixels,
+        n,
+        current,
+        steps,
+        attrs["constant"],
+        np.float32(attrs["threshold"]),
+        np.float32(attrs["tau"]),
+        attrs["neuron"] == "lif",
+        attrs["reset"] == "zero",
+        channels,
+        out,
+    )
+    return out
 
 
 def gate_pixels(a, s, connect):

@@ -18,17 +18,28 @@ from sksign.deploy._kernels._bits import (
     unit_of_bit,
     unpack_words,
 )
+from sksign.deploy._kernels._conv import LANES, float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
+from sksign.deploy._kernels._sums import sum_conv, sum_conv_step
 from sksign.deploy._kernels._xnor import xnor_affine
 
 __all__ = [
+    "LANES",
+    "affine_rows",
     "bit_accumulate",
     "count_bits",
+    "fire_pixels",
+    "float_conv",
     "if_neuron_pack",
+    "mean_pool",
     "pack_ge",
     "step_certified",
     "step_int16",
+    "sum_conv",
+    "sum_conv_step",
     "unit_of_bit",
     "unpack_words",
     "xnor_affine",
+    "xnor_conv",
 ]

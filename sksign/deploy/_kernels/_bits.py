@@ -91,17 +91,28 @@ def pack_ge(z, threshold, out, r0, r1):
             stop = min(64, n_units - base)
             for j in range(stop):
                 u = base + j
-                if z[i, u] >= threshold[u]:
-                    word |= word_bit(j)
+                # no branch on the bit (a coin toss for a step of BatchNorm)
+                word |= np.uint64(z[i, u] >= threshold[u]) * word_bit(j)
             out[i, w] = word
 
 
 @njit(cache=True, nogil=True, fastmath=False)
 def unpack_words(words, n_units, out, r0, r1):
-    """``out[i, u]`` = bit ``u`` of row ``i`` (0 or 1), rows ``r0:r1``."""
+    """``out[i, u]`` = bit ``u`` of row ``i`` (0 or 1), rows ``r0:r1``.
+
+    A word at a time, each unit by its own shift (a loop that vectorises).
+    """
+    shifts = np.empty(64, np.uint64)
+    for j in range(64):
+        shifts[j] = 8 * (j // 8) + 7 - j % 8  # the bit of unit j of a word
+    one = np.uint64(1)
     for i in range(r0, r1):
-        for u in range(n_units):
-            out[i, u] = (words[i, u // 64] & word_bit(u)) != np.uint64(0)
+        row = out[i]
+        for w in range(-(-n_units // 64)):
+            word = words[i, w]
+            dst = row[64 * w : min(64 * w + 64, n_units)]
+            for j in range(len(dst)):
+                dst[j] = (word >> shifts[j]) & one
 
 
 @njit(cache=True, nogil=True, fastmath=False)

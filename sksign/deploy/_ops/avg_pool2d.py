@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._kernels import mean_pool
+from sksign.deploy._ops._common import run_rows
 
 
 def geometry(shape, attrs):
@@ -21,13 +23,13 @@ def geometry(shape, attrs):
 def prepare(layer, ctx):
     c, h, w = layer["attrs"]["shape"]
     k = layer["attrs"]["kernel"]
-    ho, wo = h // k, w // k
+    pixels = (h // k) * (w // k)
 
     def run(xs, n, n_threads):
-        n = xs[0].shape[0]
-        maps = xs[0].reshape(n, h, w, c)[:, : ho * k, : wo * k]
-        sums = maps.reshape(n, ho, k, wo, k, c).sum(axis=(2, 4), dtype=np.float64)
-        return (sums / (k * k)).astype(np.float32).reshape(n, -1)
+        rows = xs[0].shape[0] * pixels
+        out = np.empty((rows, c), dtype=np.float32)
+        run_rows(mean_pool, rows, n_threads, xs[0].reshape(-1), h, w, c, k, out)
+        return out.reshape(xs[0].shape[0], -1)
 
     return run
 

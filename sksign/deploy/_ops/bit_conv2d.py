@@ -1,7 +1,9 @@
 """``bit_conv2d``: real weights on ``pixel_bits`` maps, plus a bias.
 
-An im2col of the 0/1 maps: many rows go through a BLAS product (as
-float32), few through sums of the weight rows of the active bits.
+Read in place: float32 sums of the weights over the active bits of each
+patch (:func:`sksign.deploy._kernels.sum_conv`), by table look-ups (one sum
+of weights per nibble or byte, see :class:`~sksign.deploy._ops._common.SumConv`),
+or by weight rows for a layer whose tables would be too large.
 """
 
 # Authors: The sksign developers
@@ -12,28 +14,24 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import bit_accumulate
-from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry
-from sksign.deploy._ops._common import bit_patches, pack_rows, run_rows_cols
+from sksign.deploy._kernels import sum_conv
+from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
+from sksign.deploy._ops._common import SumConv, run_rows
 
 
 def prepare(layer, ctx):
     oc = layer["attrs"]["channels"]
-    wt, bias = ctx.tensor(layer, "weight_t"), ctx.tensor(layer, "bias")
+    bias = ctx.tensor(layer, "bias")
+    sums = SumConv(layer, ctx)
+    g = map_geometry(layer["attrs"])
+    pixels = int(g[6] * g[7])
 
     def run(xs, n, n_threads):
-        n = xs[0].shape[0]
-        patches, few = bit_patches(xs[0], layer["attrs"], n_threads, blas=True)
-        if not few:
-            out = patches @ wt
-            out += bias
-            return out.reshape(n, -1)
-        acc = np.empty((patches.shape[0], oc), dtype=np.float32)
-        acc[:] = bias
-        run_rows_cols(
-            bit_accumulate, patches.shape[0], oc, n_threads, pack_rows(patches), wt, acc
-        )
-        return acc.reshape(n, -1)
+        rows = xs[0].shape[0] * pixels
+        out = np.empty((rows, oc), dtype=np.float32)
+        args = (xs[0].reshape(-1), *sums.args(rows), g, bias, out)
+        run_rows(sum_conv, rows, n_threads, *args)
+        return out.reshape(xs[0].shape[0], -1)
 
     return run
 

@@ -1,7 +1,10 @@
 """``bit_conv2d_step``: real weights on ``pixel_bits`` maps, then a step.
 
-Exact as :mod:`sksign.deploy._ops.bit_dense_step`, on an im2col of the 0/1
-maps; the output is ``pixel_bits`` again.
+Exact as :mod:`sksign.deploy._ops.bit_dense_step`: the float32 sums of
+:mod:`sksign.deploy._ops.bit_conv2d` (by tables or by weight rows,
+:func:`sksign.deploy._kernels.sum_conv_step`) decide the bit where they are
+far enough from the threshold, float64 sums elsewhere; the output is
+``pixel_bits`` again.
 """
 
 # Authors: The sksign developers
@@ -9,24 +12,29 @@ maps; the output is ``pixel_bits`` again.
 
 from __future__ import annotations
 
+import numpy as np
+
 from sksign.deploy._format import OpSpec
-from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry
-from sksign.deploy._ops._common import bit_patches, pack_rows, quantise, step_rows
+from sksign.deploy._kernels import sum_conv_step
+from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
+from sksign.deploy._ops._common import SumConv, run_rows
 
 
 def prepare(layer, ctx):
-    oc = layer["attrs"]["channels"]
-    wt, threshold = ctx.tensor(layer, "weight_t"), ctx.tensor(layer, "threshold")
-    steps = ctx.derive("steps", layer, "weight_t", quantise)
+    attrs = layer["attrs"]
+    oc = attrs["channels"]
+    threshold = ctx.tensor(layer, "threshold")
+    sums = SumConv(layer, ctx)
+    w_rows = ctx.derive("rows", layer, "weight_t", lambda w: np.ascontiguousarray(w.T))
+    g = map_geometry(attrs)
+    pixels = int(g[6] * g[7])
 
     def run(xs, n, n_threads):
-        n = xs[0].shape[0]
-        patches, _ = bit_patches(xs[0], layer["attrs"], n_threads, blas=False)
-        words = pack_rows(patches)
-        out = step_rows(
-            wt, steps, threshold, words, patches.shape[1], oc, n_threads, patches
-        )
-        return out.reshape(n, -1)
+        rows = xs[0].shape[0] * pixels
+        out = np.empty((rows, -(-oc // 64)), dtype=np.uint64)
+        args = (xs[0].reshape(-1), *sums.args(rows), g, threshold, sums.bound(rows))
+        run_rows(sum_conv_step, rows, n_threads, *args, w_rows, out)
+        return out.reshape(xs[0].shape[0], -1)
 
     return run
 

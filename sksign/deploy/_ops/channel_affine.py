@@ -1,22 +1,40 @@
-"""``channel_affine``: a per-channel affine map of channels-last float maps."""
+"""``channel_affine``: a per-channel affine map of channels-last float maps.
+
+One pass (:func:`sksign.deploy._kernels.affine_rows`) over rows of whole
+pixels, the scale and shift tiled over a row at load.
+"""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 from __future__ import annotations
 
+import numpy as np
+
 from sksign.deploy._format import OpSpec
-from sksign.deploy._ops._common import same_maps
+from sksign.deploy._kernels import affine_rows
+from sksign.deploy._ops._common import run_rows, same_maps
+
+#: Most floats of a row of :func:`~sksign.deploy._kernels.affine_rows`.
+ROW_FLOATS = 1024
 
 
 def prepare(layer, ctx):
-    c = layer["attrs"]["shape"][0]
+    c, h, w = layer["attrs"]["shape"]
     scale, shift = ctx.tensor(layer, "scale"), ctx.tensor(layer, "shift")
+    # the most pixels of a sample's map that divide it and fit a row
+    pixels = max(
+        m
+        for m in range(1, h * w + 1)
+        if (h * w) % m == 0 and m * c <= max(c, ROW_FLOATS)
+    )
+    scale, shift = np.tile(scale, pixels), np.tile(shift, pixels)
 
     def run(xs, n, n_threads):
-        out = xs[0].reshape(-1, c) * scale
-        out += shift
-        return out.reshape(xs[0].shape[0], -1)
+        x = xs[0].reshape(-1, len(scale))
+        out = np.empty_like(x)
+        run_rows(affine_rows, len(x), n_threads, x, scale, shift, out)
+        return out.reshape(xs[0].shape)
 
     return run
 

@@ -1,26 +1,45 @@
-"""``conv2d``: a float convolution of channels-last float maps."""
+"""``conv2d``: a float convolution of channels-last float maps.
+
+A direct convolution (:func:`sksign.deploy._kernels.float_conv`): no im2col,
+the weight rows of each tap and input channel scaled and added in vectors,
+zero inputs skipped (the padding, and most of the spike counts of a
+SEW-ResNet's "add" maps).
+"""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
 from __future__ import annotations
 
+import numpy as np
+
 from sksign.deploy._format import OpSpec
-from sksign.deploy._maps import MAP_CONV_ATTRS, im2col, map_conv_geometry
+from sksign.deploy._kernels import LANES, float_conv
+from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
+from sksign.deploy._ops._common import run_rows
 
 
 def prepare(layer, ctx):
     attrs = layer["attrs"]
-    c, h, w = attrs["shape"]
-    k, s, p = attrs["kernel"], attrs["stride"], attrs["padding"]
-    weight, bias = ctx.tensor(layer, "weight"), ctx.tensor(layer, "bias")
+    c, oc = attrs["shape"][0], attrs["channels"]
+    bias = ctx.tensor(layer, "bias")
+
+    def pad(weight):  # (oc, k * k * C) -> one row per patch unit, padded
+        out = np.zeros((weight.shape[1], -(-oc // LANES) * LANES), np.float32)
+        out[:, :oc] = weight.T
+        return out
+
+    weights = ctx.derive("padded_t", layer, "weight", pad)
+    g = map_geometry(attrs)
+    g[2] = c  # floats per pixel
+    pixels = int(g[6] * g[7])
 
     def run(xs, n, n_threads):
-        n = xs[0].shape[0]
-        patches, _ = im2col(xs[0].reshape(n, h, w, c), k, s, p)
-        out = patches @ weight.T
-        out += bias
-        return out.reshape(n, -1)
+        rows = xs[0].shape[0] * pixels
+        out = np.empty((rows, oc), dtype=np.float32)
+        args = (xs[0].reshape(-1), weights, g, bias, out)
+        run_rows(float_conv, rows, n_threads, *args)
+        return out.reshape(xs[0].shape[0], -1)
 
     return run
 

@@ -1,8 +1,10 @@
 """``xnor_conv2d``: binary weights on ``pixel_bits`` maps (XNOR-popcount).
 
-An im2col of whole words, the popcount dot products, what the zero padding
-adds back (:func:`sksign.deploy._maps.conv_corrections`), then
-``alpha * dot + beta``.
+A direct convolution (:func:`sksign.deploy._kernels.xnor_conv`): the taps
+of each block of output rows are gathered into compact words (several taps
+of a narrow pixel per word), counted against the weight words, what the
+zero padding adds back (:func:`sksign.deploy._maps.conv_corrections`) is
+added, then ``alpha * dot + beta``.
 """
 
 # Authors: The sksign developers
@@ -13,22 +15,24 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import xnor_affine
+from sksign.deploy._kernels import xnor_conv
 from sksign.deploy._maps import (
     MAP_CONV_ATTRS,
+    compact_taps,
     conv_corrections,
-    im2col,
     map_conv_geometry,
+    map_geometry,
+    tap_layout,
     words_per_pixel,
 )
-from sksign.deploy._ops._common import run_rows_cols
+from sksign.deploy._ops._common import run_rows
 from sksign.kernels import packed_to_words
 
 
 def prepare(layer, ctx):
     """Word-major weight words and padding corrections of an XNOR conv."""
     attrs = layer["attrs"]
-    c, h, w = attrs["shape"]
+    c = attrs["shape"][0]
     k, s, p, oc = attrs["kernel"], attrs["stride"], attrs["padding"], attrs["channels"]
     group = 64 * words_per_pixel(c)
     raw = ctx.tensor(layer, "weight_bits")
@@ -36,37 +40,24 @@ def prepare(layer, ctx):
     if bits[..., c:].any():
         raise ctx.error(layer, "the padding bits of its weights are not 0.")
     words = ctx.derive(
-        "words",
+        "tap_words",
         layer,
         "weight_bits",
-        lambda raw: np.ascontiguousarray(packed_to_words(raw, k * k * group).T),
+        lambda raw: compact_taps(packed_to_words(raw, k * k * group), c, k),
     )
+    per_word, tap_bits, _ = tap_layout(c, k)
     signs = 2 * bits[..., :c].astype(np.int64) - 1
     corr = conv_corrections(signs, attrs["shape"], k, s, p)
     alpha, beta = ctx.tensor(layer, "alpha"), ctx.tensor(layer, "beta")
-    ones, zeros = np.ones(oc, np.int64), np.zeros(oc, np.int64)
+    g = map_geometry(attrs)
+    pixels = int(g[6] * g[7])
 
     def run(xs, n, n_threads):
         n = xs[0].shape[0]
-        maps = xs[0].reshape(n, h, w, words_per_pixel(c))
-        patches, (ho, wo) = im2col(maps, k, s, p)
-        dots = np.empty((patches.shape[0], oc), dtype=np.int32)
-        run_rows_cols(
-            xnor_affine,
-            patches.shape[0],
-            oc,
-            n_threads,
-            patches,
-            words,
-            k * k * c,
-            ones,
-            zeros,
-            dots,
-        )
-        dots = dots.reshape(n, ho * wo, oc)
-        dots += corr
-        out = dots.astype(np.float32) * alpha
-        out += beta
+        out = np.empty((n * pixels, oc), dtype=np.float32)
+        args = (xs[0].reshape(-1), words, k * k * c, g, per_word, tap_bits)
+        args += (corr, alpha, beta, out)
+        run_rows(xnor_conv, n * pixels, n_threads, *args)
         return out.reshape(n, -1)
 
     return run

@@ -1,0 +1,345 @@
+"""Numba kernels of convolutions that read ``pixel_bits`` maps in place.
+
+The maps are channels last, the ``C`` bits of a pixel in ``ceil(C / 64)``
+words in the unit layout of :mod:`sksign.deploy._kernels._bits` (see
+:mod:`sksign.deploy._maps`), passed flat: word ``j`` of pixel ``(y, x)`` of
+sample ``n`` is ``x[((n * H + y) * W + x) * wpp + j]``. An output row is a
+sample and an output pixel, row-major over ``(n, Ho, Wo)``. The geometry
+travels as the int64 array ``g = (H, W, wpp, k, stride, padding, Ho, Wo)``.
+No im2col of the whole maps: each kernel gathers the taps of a block of
+output rows as it goes (:func:`origins`, :func:`tap_offset`). Serial over a
+range of output rows ``[r0, r1)``, GIL released (the caller splits the
+work). The real-weights kernels are in :mod:`sksign.deploy._kernels._sums`.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from sksign.kernels import popcount64
+
+__all__ = [
+    "LANES",
+    "add_lanes",
+    "float_conv",
+    "mean_pool",
+    "origins",
+    "scaled_add_lanes",
+    "tap_offset",
+    "xnor_conv",
+]
+
+#: Floats of one vector add of :func:`add_lanes` (the output widths of the
+#: real-weights kernels are padded to a multiple of it).
+LANES = 8
+#: Output rows of a block in :func:`xnor_conv` (one division per block).
+XNOR_CONV_BLOCK = 64
+
+
+@intrinsic
+def add_lanes(typingctx, dst, i, src, j):
+    """``dst.flat[i : i + 8] += src.flat[j : j + 8]``, float32, one vector add.
+
+    The loop vectoriser cannot turn a sum of a few floats into a vector add
+    (a short loop runs its scalar remainder, after a runtime alias check);
+    this says it in LLVM IR. C-contiguous arrays, indices in range (not
+    checked).
+    """
+    floats = (types.Array,)
+    if not (
+        isinstance(dst, floats)
+        and isinstance(src, floats)
+        and dst.dtype == types.float32
+        and src.dtype == types.float32
+        and isinstance(i, types.Integer)
+        and isinstance(j, types.Integer)
+    ):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vec = ir.VectorType(ir.FloatType(), LANES).as_pointer()
+        ptrs = []
+        for arr, idx, arr_t, idx_t in (
+            (args[0], args[1], signature.args[0], signature.args[1]),
+            (args[2], args[3], signature.args[2], signature.args[3]),
+        ):
+            data = context.make_array(arr_t)(context, builder, arr).data
+            offset = context.cast(builder, idx, idx_t, types.int64)
+            ptrs.append(builder.bitcast(builder.gep(data, [offset]), vec))
+        total = builder.fadd(
+            builder.load(ptrs[0], align=4), builder.load(ptrs[1], align=4)
+        )
+        builder.store(total, ptrs[0], align=4)
+        return context.get_dummy_value()
+
+    return types.void(dst, i, src, j), codegen
+
+
+@intrinsic
+def scaled_add_lanes(typingctx, dst, i, a, src, j):
+    """``dst.flat[i : i + 8] += a * src.flat[j : j + 8]``, float32, in vectors.
+
+    A product, then a sum, each rounded to float32 (no fused multiply-add),
+    as :func:`add_lanes` says them.
+    """
+    if not (
+        isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
+        and dst.dtype == types.float32
+        and src.dtype == types.float32
+        and a == types.float32
+        and isinstance(i, types.Integer)
+        and isinstance(j, types.Integer)
+    ):
+        return None
+
+    def codegen(context, builder, signature, args):
+        vec = ir.VectorType(ir.FloatType(), LANES)
+        ptrs = []
+        for arr, idx, arr_t, idx_t in (
+            (args[0], args[1], signature.args[0], signature.args[1]),
+            (args[3], args[4], signature.args[3], signature.args[4]),
+        ):
+            data = context.make_array(arr_t)(context, builder, arr).data
+            offset = context.cast(builder, idx, idx_t, types.int64)
+            ptrs.append(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()))
+        scale = ir.Constant(vec, ir.Undefined)
+        for lane in range(LANES):
+            scale = builder.insert_element(
+                scale, args[2], ir.Constant(ir.IntType(32), lane)
+            )
+        product = builder.fmul(scale, builder.load(ptrs[1], align=4))
+        builder.store(
+            builder.fadd(builder.load(ptrs[0], align=4), product), ptrs[0], align=4
+        )
+        return context.get_dummy_value()
+
+    return types.void(dst, i, a, src, j), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def origins(b0, nb, g, org):
+    """``org[r]`` = (sample * H, top row, left column) of the patch of row ``b0 + r``.
+
+    One division for the block, then increments (a division per row and tap
+    would cost more than the sums).
+    """
+    h, s, p, ho, wo = g[0], g[4], g[5], g[6], g[7]
+    ox = b0 % wo
+    t = b0 // wo
+    oy = t % ho
+    n = t // ho
+    for r in range(nb):
+        org[r, 0] = n * h
+        org[r, 1] = oy * s - p
+        org[r, 2] = ox * s - p
+        ox += 1
+        if ox == wo:
+            ox = 0
+            oy += 1
+            if oy == ho:
+                oy = 0
+                n += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def tap_offset(org, r, ky, kx, g):
+    """Offset of the first word of tap ``(ky, kx)`` of block row `r`, -1 if padded."""
+    iy = org[r, 1] + ky
+    ix = org[r, 2] + kx
+    if iy < 0 or iy >= g[0] or ix < 0 or ix >= g[1]:
+        return -1
+    return ((org[r, 0] + iy) * g[1] + ix) * g[2]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def xnor_conv(
+    x, wt, n_bits, g, taps_per_word, tap_bits, corr, alpha, beta, out, r0, r1
+):
+    """Sign x sign convolution of bit maps: ``(a . s + corr) * alpha + beta``.
+
+    The taps of each output row are gathered into a compact patch (a tap of
+    ``C <= 32`` channels takes ``tap_bits`` bits, ``taps_per_word`` taps a
+    word, see :func:`~sksign.deploy._maps.compact_taps`; wider taps keep
+    their words), padded taps as zero words, and counted against each
+    output's weight words with one scalar popcount per word (a patch is a
+    few words; the counts of a word go over the outputs in vectors); the
+    padding corrections ``corr`` (per output pixel,
+    :func:`~sksign.deploy._maps.conv_corrections`) are added before the
+    float32 affine map.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n * H * W * wpp,), dtype uint64
+        The maps, flat.
+    wt : ndarray of shape (n_patch_words, n_out), dtype uint64
+        Compact weight signs, word-major.
+    n_bits : int
+        ``k * k * C``.
+    g : ndarray of shape (8,), dtype int64
+        Geometry (module docstring).
+    taps_per_word, tap_bits : int
+        Compact layout (one tap of ``64 * wpp`` bits when ``wpp > 1``).
+    corr : ndarray of shape (Ho * Wo, n_out), dtype int32
+    alpha, beta : ndarray of shape (n_out,), dtype float32
+    out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
+    r0, r1 : int
+        Output row range.
+    """
+    n_cw, n_out = wt.shape
+    wpp, k, h, w = g[2], g[3], g[0], g[1]
+    n_pix = g[6] * g[7]
+    n_bits32 = np.int32(n_bits)
+    patch = np.empty(n_cw, np.uint64)
+    dots = np.empty(n_out, np.int32)
+    org = np.empty((XNOR_CONV_BLOCK, 3), np.int64)
+    # word and shift of each tap (no division in the loops)
+    tap_word = np.empty(k * k, np.int64)
+    tap_shift = np.empty(k * k, np.uint64)
+    for t in range(k * k):
+        tap_word[t] = t // taps_per_word if wpp == 1 else t * wpp
+        tap_shift[t] = (t % taps_per_word) * tap_bits if wpp == 1 else 0
+    for b0 in range(r0, r1, XNOR_CONV_BLOCK):
+        nb = min(XNOR_CONV_BLOCK, r1 - b0)
+        origins(b0, nb, g, org)
+        pix = b0 % n_pix
+        for r in range(nb):
+            for j in range(n_cw):
+                patch[j] = 0
+            iy0, ix0 = org[r, 1], org[r, 2]
+            inside = iy0 >= 0 and ix0 >= 0 and iy0 + k <= h and ix0 + k <= w
+            for ky in range(k):
+                for kx in range(k):
+                    if inside:
+                        off = ((org[r, 0] + iy0 + ky) * w + ix0 + kx) * wpp
+                    else:
+                        off = tap_offset(org, r, ky, kx, g)
+                        if off < 0:
+                            continue  # zero words: the corrections add it back
+                    t = ky * k + kx
+                    if wpp == 1:
+                        patch[tap_word[t]] |= x[off] << tap_shift[t]
+                    else:
+                        for j in range(wpp):
+                            patch[tap_word[t] + j] = x[off + j]
+            # counts vectorised over the outputs, word by word
+            for c in range(n_out):
+                dots[c] = 0
+            for j in range(n_cw):
+                pj = patch[j]
+                wj = wt[j]
+                for c in range(n_out):
+                    dots[c] += np.int32(popcount64(pj ^ wj[c]))
+            cr = corr[pix]
+            o = out[b0 + r]
+            for c in range(n_out):
+                o[c] = (
+                    np.float32(np.int32(n_bits32 - 2 * dots[c] + cr[c])) * alpha[c]
+                    + beta[c]
+                )
+            pix = pix + 1 if pix + 1 < n_pix else 0
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def float_conv(x, weights, g, bias, out, r0, r1):
+    """Real weights on channels-last float maps: ``out = conv(x) + bias``.
+
+    A direct convolution: per block of output rows, tap and input channel,
+    the weight row of that channel is scaled by each row's input and added
+    (:func:`scaled_add_lanes`), the rows of a block sharing each weight row
+    read; zero inputs (the padding, and most of the small integer maps of
+    spike counts) are skipped. The float32 sums go in the order ``(ky, kx,
+    c)``, whatever the block.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n * H * W * C,), dtype float32
+        The maps, flat (channels last).
+    weights : ndarray of shape (k * k * C, width), dtype float32
+        One row per patch unit ``(ky, kx, c)``, the outputs padded with zeros
+        to ``width``, a multiple of :data:`LANES`.
+    g : ndarray of shape (8,), dtype int64
+        Geometry, with ``C`` in place of the words per pixel.
+    bias : ndarray of shape (n_out,), dtype float32
+    out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
+    r0, r1 : int
+        Output row range.
+    """
+    n_out, width = out.shape[1], weights.shape[1]
+    k, channels = g[3], g[2]
+    block = max(4, min(256, 4096 // width))
+    acc = np.empty(block * width, np.float32)
+    offs = np.empty(block, np.int64)
+    org = np.empty((block, 3), np.int64)
+    flat = weights.reshape(-1)
+    for b0 in range(r0, r1, block):
+        nb = min(block, r1 - b0)
+        for i in range(nb * width):
+            acc[i] = 0.0
+        origins(b0, nb, g, org)
+        for ky in range(k):
+            for kx in range(k):
+                for r in range(nb):
+                    offs[r] = tap_offset(org, r, ky, kx, g)
+                tap = (ky * k + kx) * channels
+                for ch in range(channels):
+                    src = (tap + ch) * width
+                    for r in range(nb):
+                        o = offs[r]
+                        if o < 0:
+                            continue
+                        a = x[o + ch]
+                        if a == 0:
+                            continue
+                        dst = r * width
+                        for c in range(0, width, LANES):
+                            scaled_add_lanes(acc, dst + c, a, flat, src + c)
+        for r in range(nb):
+            sums = acc[r * width : r * width + n_out]
+            o = out[b0 + r]
+            for c in range(n_out):
+                o[c] = sums[c] + bias[c]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def mean_pool(x, h, w, channels, k, out, r0, r1):
+    """``k x k`` average pooling (stride ``k``) of channels-last float maps.
+
+    Each mean is the float64 sum of its ``k * k`` float32 inputs divided by
+    ``k * k``, rounded once to float32.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n * H * W * C,), dtype float32
+        The maps, flat (channels last).
+    h, w, channels, k : int
+        H, W, C and the window.
+    out : ndarray of shape (n * (H // k) * (W // k), C), dtype float32
+    r0, r1 : int
+        Output row range (a row is a sample and an output pixel).
+    """
+    ho, wo = h // k, w // k
+    area = np.float64(k * k)
+    acc = np.empty(channels, np.float64)
+    for row in range(r0, r1):
+        ox = row % wo
+        t = row // wo
+        oy = t % ho
+        n = t // ho
+        for c in range(channels):
+            acc[c] = 0.0
+        for dy in range(k):
+            base = ((n * h + oy * k + dy) * w + ox * k) * channels
+            for dx in range(k):
+                src = x[base + dx * channels : base + (dx + 1) * channels]
+                for c in range(channels):
+                    acc[c] += np.float64(src[c])
+        o = out[row]
+        for c in range(channels):
+            o[c] = np.float32(acc[c] / area)

@@ -1,0 +1,233 @@
+"""The direct convolution kernels on ``pixel_bits`` maps against numpy references."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sksign.deploy._kernels import (
+    float_conv,
+    mean_pool,
+    sum_conv,
+    sum_conv_step,
+    xnor_conv,
+)
+from sksign.deploy._maps import (
+    compact_taps,
+    conv_corrections,
+    im2col,
+    map_geometry,
+    nibble_tables,
+    pack_pixels,
+    tap_layout,
+    words_per_pixel,
+)
+from sksign.deploy._ops._common import sum_bound
+from sksign.kernels import packed_to_words
+
+# (batch, channels, size, out channels, kernel, stride, padding): channels
+# not multiples of 8 or 64, maps of one pixel, batch 1, stride 2, padding 0/1
+GEOMETRIES = [
+    (1, 16, 8, 16, 3, 1, 1),
+    (2, 3, 5, 7, 3, 1, 1),
+    (3, 5, 7, 9, 3, 2, 1),
+    (1, 33, 4, 40, 3, 2, 0),
+    (2, 64, 3, 65, 3, 1, 1),
+    (1, 70, 1, 3, 3, 1, 1),
+    (2, 130, 4, 17, 1, 2, 0),
+    (1, 1, 1, 1, 1, 1, 0),
+    (5, 12, 6, 33, 3, 1, 1),
+]
+
+
+def _maps(rng, n, c, size, density=0.5):
+    """Random 0/1 maps (n, H, W, C) and their ``pixel_bits``."""
+    bits = (rng.random((n, size, size, c)) < density).astype(np.uint8)
+    words = pack_pixels(bits.reshape(n, -1) - 0.5, c, lambda k, r, *a: k(*a, 0, r))
+    return bits, words
+
+
+def _attrs(c, size, oc, k, s, p):
+    return {"shape": [c, size, size], "kernel": k, "stride": s, "padding": p}
+
+
+def _patches(on, k, s, p):
+    """im2col of 0/1 maps (zero padded), float64, patch order (ky, kx, c)."""
+    patches, _ = im2col(on.astype(np.float64), k, s, p)
+    return patches
+
+
+def _sum_arrays(wt, c, k, bits):
+    """What sum_conv reads: the tables and the weights padded alike."""
+    table, nib_word, nib_shift = nibble_tables(wt, c, k, bits=bits)
+    weights = np.zeros((len(wt), table.shape[3]), np.float32)
+    weights[:, : wt.shape[1]] = wt
+    return table, nib_word, nib_shift, weights
+
+
+@pytest.mark.parametrize(("tables", "bits"), [(True, 4), (True, 8), (False, 4)])
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_sum_conv_equals_a_float64_product(n, c, size, oc, k, s, p, tables, bits):
+    """Check real weights on bit maps (tables of 4 or 8 bits, or weight rows).
+
+    Against a float64 im2col product.
+    """
+    rng = np.random.default_rng(c * 31 + oc)
+    on, words = _maps(rng, n, c, size)
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    arrays = _sum_arrays(wt, c, k, bits)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    rows = n * int(g[6] * g[7])
+    out = np.empty((rows, oc), np.float32)
+    sum_conv(words.reshape(-1), *arrays, tables, g, bias, out, 0, rows)
+    ref = _patches(on, k, s, p) @ wt.astype(np.float64) + bias
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # any split of the rows gives the same sums, bit for bit
+    again = np.empty_like(out)
+    for a, b in [(0, rows // 3), (rows // 3, rows)]:
+        sum_conv(words.reshape(-1), *arrays, tables, g, bias, again, a, b)
+    np.testing.assert_array_equal(again, out)
+
+
+@pytest.mark.parametrize(("tables", "bits"), [(True, 4), (True, 8), (False, 4)])
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_sum_conv_step_is_the_exact_step(n, c, size, oc, k, s, p, tables, bits):
+    """Check ``1[sum of active w >= threshold]``, ties included, bit for bit.
+
+    Weights on a grid of 1/8 make the float64 sums exact, and thresholds
+    equal to some of those sums put outputs exactly on the tie (where the
+    float32 sum cannot decide and the exact sum is taken).
+    """
+    rng = np.random.default_rng(c * 7 + oc)
+    on, words = _maps(rng, n, c, size)
+    wt = (rng.integers(-16, 17, (k * k * c, oc)) / 8).astype(np.float32)
+    sums = _patches(on, k, s, p) @ wt.astype(np.float64)
+    threshold = rng.standard_normal(oc).astype(np.float32)
+    threshold[::2] = sums[0, ::2]  # exact ties on the first row
+    arrays = _sum_arrays(wt, c, k, bits)
+    terms = arrays[0].shape[0] * arrays[0].shape[1] if tables else len(wt)
+    bound = sum_bound(wt, terms)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    rows = n * int(g[6] * g[7])
+    out = np.empty((rows, words_per_pixel(oc)), np.uint64)
+    w_rows = np.ascontiguousarray(wt.T)
+    args = (words.reshape(-1), *arrays, tables, g, threshold, bound, w_rows, out)
+    sum_conv_step(*args, 0, rows)
+    ref = pack_pixels(
+        (sums >= threshold).astype(np.float32) - 0.5, oc, lambda k, r, *a: k(*a, 0, r)
+    )
+    np.testing.assert_array_equal(out, ref.reshape(out.shape))
+
+
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_xnor_conv_equals_a_sign_product(n, c, size, oc, k, s, p):
+    """Check the direct XNOR conv (compact taps, padding corrections) exactly."""
+    rng = np.random.default_rng(c * 13 + oc)
+    on, words = _maps(rng, n, c, size)
+    signs = rng.random((oc, k, k, c)) < 0.5
+    group = 64 * words_per_pixel(c)
+    padded = np.zeros((oc, k, k, group), np.uint8)
+    padded[..., :c] = signs
+    raw = np.packbits(padded.reshape(oc, -1), axis=1)
+    wt = compact_taps(packed_to_words(raw, k * k * group), c, k)
+    per_word, tap_bits, n_words = tap_layout(c, k)
+    assert wt.shape == (n_words, oc)
+    s_pm = 2 * signs.astype(np.int64) - 1
+    corr = conv_corrections(s_pm, (c, size, size), k, s, p)
+    alpha = rng.standard_normal(oc).astype(np.float32)
+    beta = rng.standard_normal(oc).astype(np.float32)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    rows = n * int(g[6] * g[7])
+    out = np.empty((rows, oc), np.float32)
+    args = (words.reshape(-1), wt, k * k * c, g, per_word, tap_bits, corr)
+    xnor_conv(*args, alpha, beta, out, 0, rows)
+    # zero padding of the +-1 activations: 0, as torch pads 2 a - 1
+    a = 2 * _patches(on, k, s, p) - 1
+    a *= _patches(np.ones_like(on), k, s, p)
+    dots = (a @ s_pm.reshape(oc, -1).T).astype(np.int64)
+    ref = dots.astype(np.float32) * alpha + beta
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_nibble_tables_sum_the_weights_of_each_nibble():
+    """Check a table row is the sum of the weights of its set bits."""
+    rng = np.random.default_rng(0)
+    c, k, oc = 12, 3, 5
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    table, nib_word, nib_shift = nibble_tables(wt, c, k)
+    # 12 channels: byte 0 (two nibbles) and the high nibble of byte 1
+    assert table.shape == (k * k, 3, 16, 8)  # 5 outputs, padded to 8
+    assert not table[..., oc:].any()
+    assert nib_word.tolist() == [0, 0, 0]
+    assert nib_shift.tolist() == [0, 4, 12]
+    for unit in range(c):
+        one = np.zeros((1, 1, 1, c), np.uint8)
+        one[..., unit] = 1
+        (word,) = pack_pixels(one.reshape(1, -1) - 0.5, c, lambda f, r, *a: f(*a, 0, r))
+        hits = [
+            (m, int(word[0]) >> int(nib_shift[m]) & 15)
+            for m in range(3)
+            if int(word[0]) >> int(nib_shift[m]) & 15
+        ]
+        assert len(hits) == 1
+        m, v = hits[0]
+        np.testing.assert_array_equal(table[4, m, v, :oc], wt[4 * c + unit])
+
+
+def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
+    """Check bytes serve many rows, nibbles fewer, weight rows very few or past caps."""
+    from sksign.deploy._ops import _common
+    from sksign.deploy._ops._common import Context, SumConv
+
+    rng = np.random.default_rng(3)
+    c, oc, k = 16, 16, 3
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    layer = {
+        "attrs": {"shape": [c, 8, 8], "channels": oc, "kernel": k},
+        "tensors": {"weight_t": "w"},
+    }
+    sums = SumConv(layer, Context({"w": wt}, {}))
+    assert sums.args(10**6)[0].shape[2] == 256  # bytes
+    assert sums.args(64)[0].shape[2] == 16  # nibbles
+    assert sums.args(1)[-1] is False  # by weight rows
+    assert sums.bound(1).shape == (oc,)
+    monkeypatch.setattr(_common, "LUT_MAX_BYTES", 0)
+    monkeypatch.setattr(_common, "BYTE_TABLE_MAX_BYTES", 0)
+    rows = SumConv(layer, Context({"w": wt}, {}))
+    assert rows.args(10**6)[-1] is False  # by weight rows
+    np.testing.assert_array_equal(rows.args(1)[3][:, :oc], wt)
+
+
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_float_conv_equals_a_float64_product(n, c, size, oc, k, s, p):
+    """Check the direct float conv (zero inputs skipped) against im2col @ w."""
+    rng = np.random.default_rng(c * 17 + oc)
+    x = rng.standard_normal((n, size, size, c)).astype(np.float32)
+    x[rng.random(x.shape) < 0.5] = 0  # sparse, as spike counts are
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    weights = np.zeros((len(wt), -(-oc // 8) * 8), np.float32)
+    weights[:, :oc] = wt
+    bias = rng.standard_normal(oc).astype(np.float32)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    g[2] = c  # floats per pixel
+    rows = n * int(g[6] * g[7])
+    out = np.empty((rows, oc), np.float32)
+    float_conv(x.reshape(-1), weights, g, bias, out, 0, rows)
+    ref = _patches(x, k, s, p) @ wt.astype(np.float64) + bias
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("n", "c", "h", "w", "k"), [(2, 5, 7, 9, 2), (1, 3, 6, 6, 3)])
+def test_mean_pool_equals_numpy(n, c, h, w, k):
+    """Check the average pooling (odd sizes cut) against numpy, bit for bit."""
+    x = np.random.default_rng(0).standard_normal((n, h, w, c)).astype(np.float32)
+    ho, wo = h // k, w // k
+    out = np.empty((n * ho * wo, c), np.float32)
+    mean_pool(x.reshape(-1), h, w, c, k, out, 0, n * ho * wo)
+    crop = x[:, : ho * k, : wo * k].reshape(n, ho, k, wo, k, c)
+    ref = (crop.sum(axis=(2, 4), dtype=np.float64) / (k * k)).astype(np.float32)
+    np.testing.assert_array_equal(out, ref.reshape(out.shape))
