@@ -308,6 +308,7 @@ _SECTIONS = (
             "PackedRegressor": "sksign.deploy._estimators",
             "load": "sksign.deploy._persist",
             "pack": "sksign.deploy._convert",
+            "pack_ffn": "sksign.deploy._convert_ffn",
             "packed_summary": "sksign.deploy._summary",
             "save": "sksign.deploy._persist",
         },

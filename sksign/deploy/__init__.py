@@ -26,9 +26,12 @@ __all__ = public_names("sksign.deploy")
 
 
 def __getattr__(name):
-    # pack reads torch modules: its module (and torch) load on first use only
+    # pack and pack_ffn read torch modules: their modules (and torch) load on
+    # first use only
     if name == "pack":
         return importlib.import_module("sksign.deploy._convert").pack
+    if name == "pack_ffn":
+        return importlib.import_module("sksign.deploy._convert_ffn").pack_ffn
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
