@@ -288,6 +288,25 @@ def test_certified_step_falls_back_when_the_float_sum_is_off():
     assert got[0, 0] == 1
 
 
+def test_certified_step_clears_a_bit_the_float_sum_sets():
+    """Check a float32 sum just above the threshold whose exact sum is below
+    it gives 0, among neighbours decided from the float sums."""
+    from sksign.deploy._kernels import step_certified
+    from sksign.deploy._ops._common import quantise as _quantise
+
+    # output 1: exact sum 1 - 1e-8 - 1 = -1e-8 < 0; outputs 0 and 2 are clear
+    wt = np.array([[1.0, 1.0, -1.0], [0.0, -1e-8, 0.0], [0.0, -1.0, 0.0]], np.float32)
+    thr = np.zeros(3, np.float32)
+    bits = np.array([[1, 1, 1]], np.uint8)
+    z = np.array([[1.0, 1e-9, -1.0]], np.float32)  # output 1 wrong, above 0
+    _, _, abs_sum, w_rows = _quantise(wt)
+    out = np.empty((1, 1), np.uint64)
+    step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
+    got = np.empty((1, 3), np.uint8)
+    unpack_words(out, 3, got, 0, 1)
+    np.testing.assert_array_equal(got[0], [1, 0, 0])
+
+
 def test_word_bit_is_the_inverse_of_unit_of_bit_and_matches_pack_bits():
     """Check the one bit-position formula: word_bit(u) sets the bit that
     unit_of_bit maps back to u, the bit pack_bits + packed_to_words set."""

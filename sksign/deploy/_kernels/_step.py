@@ -105,14 +105,11 @@ def step_int16(xw, q, scale, threshold, w_rows, out, r0, r1, c0, c1):
                 t = np.float64(threshold[o])
                 v = scale[o] * a[c] - t
                 bound = k * scale[o] * (0.5 + 1e-9) + 1e-300
-                if v > bound:
-                    fire = True
-                elif v < -bound:
-                    fire = False
-                else:
+                if abs(v) > bound:
+                    fire = v > 0  # no branch on the bit
+                else:  # rare: too close to tell from the int16 sums
                     fire = _exact_sum(xw, i, w_rows, o) >= t
-                if fire:
-                    out[i, o // 64] |= word_bit(o)
+                out[i, o // 64] |= np.uint64(fire) * word_bit(o)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -150,17 +147,23 @@ def step_certified(z, xw, abs_sum, threshold, w_rows, out, r0, r1):
             k += popcount64(xw[i, w])
         ku = (k + 2) * unit
         gamma = 2.0 * ku / (1.0 - ku)
+        # the bits from z, a word at a time with no branch (each bit is a
+        # coin toss), counting the units too close to tell in float32 ...
+        unsure = 0
         for w in range(out.shape[1]):
-            out[i, w] = 0
+            word = np.uint64(0)
+            for o in range(64 * w, min(64 * w + 64, n_out)):
+                v = np.float64(z[i, o]) - np.float64(threshold[o])
+                unsure += abs(v) <= gamma * abs_sum[o] + 1e-300
+                word |= np.uint64(v > 0) * word_bit(o)
+            out[i, w] = word
+        if unsure == 0:
+            continue
+        # ... then (rare) their exact sums
         for o in range(n_out):
             t = np.float64(threshold[o])
             v = np.float64(z[i, o]) - t
-            bound = gamma * abs_sum[o] + 1e-300
-            if v > bound:
-                fire = True
-            elif v < -bound:
-                fire = False
-            else:
+            if abs(v) <= gamma * abs_sum[o] + 1e-300:
+                bit = word_bit(o)
                 fire = _exact_sum(xw, i, w_rows, o) >= t
-            if fire:
-                out[i, o // 64] |= word_bit(o)
+                out[i, o // 64] = (out[i, o // 64] & ~bit) | (np.uint64(fire) * bit)
