@@ -45,6 +45,7 @@ _SECTIONS = (
             "FFNLayer": "sksign.transformers._ffn",
             "HFForwardKwargs": "sksign.transformers._huggingface",
             "SignCodeTransformer": "sksign.transformers._sign_codes",
+            "distill_ffn": "sksign.transformers._ffn_distill",
             "find_ffn_activations": "sksign.transformers._ffn",
             "hf_forward_kwargs": "sksign.transformers._huggingface",
             "hf_sign_code_transformer": "sksign.transformers._huggingface",

@@ -5,6 +5,7 @@
 
 from sksign._public import public_names
 from sksign.transformers._ffn import FFNLayer, find_ffn_activations
+from sksign.transformers._ffn_distill import distill_ffn
 from sksign.transformers._ffn_swap import swap_ffn_activations
 from sksign.transformers._huggingface import (
     BERT_FFN_LAYERS,
