@@ -11,7 +11,7 @@ import numpy as np
 from _timing import best_of  # benchmarks/_timing.py, beside this script
 from numba import njit
 
-from sksign.kernels import popcount64
+from sksign.kernels import popcount64, popcount_instructions
 
 #: The flags printed with every speed table (and any AVX-512 flag).
 VECTOR_FLAGS = ("sse4_2", "popcnt", "avx", "avx2", "fma", "bmi2")
@@ -67,5 +67,6 @@ def print_machine():
     model, flags = cpu_features()
     peak = popcount_peak()
     print(f"# {model}; {', '.join(flags)} ({instruction_set(flags)})")
+    print(f"# popcount kernels compiled for: {popcount_instructions()}")
     print(f"# popcount peak (1 thread, measured): {peak / 1e9:.0f} G bit-ops/s")
     return peak

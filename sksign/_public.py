@@ -88,6 +88,7 @@ _SECTIONS = (
             "packed_hamming_distances": "sksign.kernels._pairwise",
             "packed_kneighbors": "sksign.kernels._pairwise",
             "packed_to_words": "sksign.kernels._packing",
+            "popcount_instructions": "sksign.kernels._popcount",
             "unpack_bits": "sksign.kernels._packing",
             "words_hamming_distances": "sksign.kernels._words",
             "words_kneighbors": "sksign.kernels._words",

@@ -12,7 +12,7 @@ import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
 from sksign.deploy._runtime import OPS, PackedNet
-from sksign.kernels import effective_n_threads
+from sksign.kernels import effective_n_threads, popcount_instructions
 
 __all__ = ["packed_summary"]
 
@@ -152,7 +152,9 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         bias, threshold or scale entry), ``weight_bytes_packed`` (the bytes
         the packed layer holds), ``act_bytes_float32`` and
         ``act_bytes_packed`` (per sample; packed activations are bits), then
-        a ``total`` row that also holds ``seconds_packed`` and, with a
+        a ``total`` row that also holds ``popcount`` (the instructions the
+        bit kernels run on this machine, see
+        :func:`~sksign.kernels.popcount_instructions`), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
         ``speedup`` (``seconds_reference / seconds_packed``: below 1 when the
@@ -208,9 +210,11 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         r["act_bytes_float32"] for r in rows if r["op"] != "time_mean"
     )
     f32, pk = total["weight_bytes_float32"], total["weight_bytes_packed"]
+    total["popcount"] = popcount_instructions()
     footer = [
         f"weights: {pk} bytes packed vs {f32} bytes float32 "
-        f"({f32 / max(pk, 1):.1f}x smaller); activations per sample."
+        f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",
+        f"popcount kernels compiled for: {total['popcount']}.",
     ]
     if X is not None:
         footer.append(_timing(net, estimator, X, reference, n_repeats, total))

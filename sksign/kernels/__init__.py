@@ -24,7 +24,7 @@ from sksign.kernels._pairwise import (
     packed_hamming_distances,
     packed_kneighbors,
 )
-from sksign.kernels._popcount import popcount64
+from sksign.kernels._popcount import popcount64, popcount_instructions
 from sksign.kernels._words import (
     effective_n_threads,
     words_hamming_distances,

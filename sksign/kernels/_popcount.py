@@ -22,6 +22,7 @@ __all__ = [
     "knn_counts",
     "pairwise_counts",
     "popcount64",
+    "popcount_instructions",
 ]
 
 # Layout of `knn_counts`: a block of queries is compared with a tile of codes at a
@@ -48,6 +49,53 @@ def popcount64(typingctx, x):
         return builder.call(fn, [args[0]])
 
     return types.uint64(x), codegen
+
+
+def popcount_instructions():
+    """The popcount the kernels compile to on this machine, in words.
+
+    numba compiles every kernel for the CPU it runs on (unless
+    ``NUMBA_CPU_NAME`` says otherwise), and LLVM lowers ``popcount64`` to
+    the best instruction that CPU has: AVX-512's vector popcount
+    (``vpopcntq``, 8 words per instruction) where the CPU has VPOPCNTDQ;
+    on AVX2, the scalar ``popcnt`` or, in the loops it vectorises, nibble
+    look-ups (``vpshufb``); else bit arithmetic.
+
+    Returns
+    -------
+    path : str
+        ``"AVX-512 VPOPCNTDQ (vector popcount)"``,
+        ``"AVX2 (popcnt, vpshufb nibble look-ups)"``,
+        ``"POPCNT (scalar)"``, or ``"no popcount instruction (bit arithmetic)"``.
+
+    Examples
+    --------
+    >>> from sksign.kernels import popcount_instructions
+    >>> popcount_instructions() in (
+    ...     "AVX-512 VPOPCNTDQ (vector popcount)",
+    ...     "AVX2 (popcnt, vpshufb nibble look-ups)",
+    ...     "POPCNT (scalar)",
+    ...     "no popcount instruction (bit arithmetic)",
+    ... )
+    True
+    """
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    if config.CPU_FEATURES:  # an explicit target (NUMBA_CPU_FEATURES)
+        names = config.CPU_FEATURES.split(",")
+        features = {f[1:]: f[0] == "+" for f in names if f[:1] in "+-"}
+    elif config.CPU_NAME and config.CPU_NAME != "host":
+        features = {}  # a named generic target: assume no extension
+    else:
+        features = dict(llvm.get_host_cpu_features())
+    if features.get("avx512vpopcntdq"):
+        return "AVX-512 VPOPCNTDQ (vector popcount)"
+    if features.get("avx2"):
+        return "AVX2 (popcnt, vpshufb nibble look-ups)"
+    if features.get("popcnt"):
+        return "POPCNT (scalar)"
+    return "no popcount instruction (bit arithmetic)"
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -16,6 +16,7 @@ from sklearn.dummy import DummyClassifier
 from sksign.deploy import pack, packed_summary
 from sksign.deploy._summary import _verdict
 from sksign.estimators import HTAFNetClassifier
+from sksign.kernels import popcount_instructions
 from sksign.nn.activations import StepActivation, force_step_mode
 
 
@@ -57,6 +58,9 @@ def test_bytes_per_layer(bnn):
     )
     assert "smaller" in table
     assert "seconds_packed" not in total
+    # the instructions the bit kernels were compiled for, named in the table
+    assert total["popcount"] == popcount_instructions()
+    assert f"popcount kernels compiled for: {total['popcount']}." in table
 
 
 def test_timing_against_a_reference(bnn, digits):
