@@ -94,16 +94,18 @@ def first_layer_grad_norms(data, cfg, activation, seed, device):
     """
     X_train, _, y_train, _ = data
     X_train = inputs_for("mlp", X_train)
-    torch.manual_seed(seed)
-    net = build_network(
-        "mlp",
-        X_train.shape[1],
-        len(np.unique(y_train)),
-        hidden_layer_sizes=(cfg.width,) * cfg.grad_depth,
-        activation=activation,
-        alpha0=cfg.alpha0,
-        alpha1=cfg.alpha1,
-    ).to(device)
+    # seeded on a fork of torch's CPU generator: the caller's stream is left as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = build_network(
+            "mlp",
+            X_train.shape[1],
+            len(np.unique(y_train)),
+            hidden_layer_sizes=(cfg.width,) * cfg.grad_depth,
+            activation=activation,
+            alpha0=cfg.alpha0,
+            alpha1=cfg.alpha1,
+        ).to(device)
     net.train()
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     rng = np.random.default_rng(seed)
