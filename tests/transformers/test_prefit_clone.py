@@ -50,3 +50,16 @@ def test_frozen_net_keeps_its_fit_through_a_search(data, fitted_net):
     sct = SignCodeTransformer(FrozenEstimator(fitted_net), prefit=True)
     search = _search(sct, data)
     assert 0.0 <= search.best_score_ <= 1.0
+
+
+@pytest.mark.parametrize("prefit", [True, False])
+def test_frozen_mlp_classifier_is_read(data, prefit):
+    """A FrozenEstimator around a fitted scikit-learn MLP gives the MLP's own codes."""
+    from sklearn.neural_network import MLPClassifier
+
+    X, y = data
+    mlp = MLPClassifier((16,), max_iter=300, random_state=0).fit(X, y)
+    expected = SignCodeTransformer(mlp, prefit=True).fit_transform(X)
+    got = SignCodeTransformer(FrozenEstimator(mlp), prefit=prefit).fit(X, y)
+    assert isinstance(got.estimator_, MLPClassifier)
+    np.testing.assert_array_equal(got.transform(X), expected)
