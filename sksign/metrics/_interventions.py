@@ -35,6 +35,7 @@ from sksign.nn import (
     sign_flip,
     temporarily_eval,
 )
+from sksign.nn.hooks import split_calls
 from sksign.nn.interventions import FLIPS, NOISES
 
 __all__ = ["intervention_score", "make_intervention_scorer"]
@@ -109,7 +110,10 @@ def intervention_score(
         Activation modules to corrupt (see
         :func:`sksign.nn.hooks.resolve_layers`). The hidden layers of a
         scikit-learn ``MLPClassifier`` are called ``hidden0``, ``hidden1``, ...
-        (as in :class:`~sksign.transformers.SignCodeTransformer`).
+        (as in :class:`~sksign.transformers.SignCodeTransformer`). A name with
+        a call suffix, as a fitted ``SignCodeTransformer``'s ``layers_`` name
+        the calls of a module called several times per forward pass
+        (``"layer2.1.relu#1"``), corrupts that call only.
     flip : {"literal", "gate"}, default="literal"
         Sign-flip definition: "literal" ``h -> -h`` (magnitude kept, an
         inactive ReLU unit stays 0); "gate" ``h -> phi(-z)`` (an inactive
@@ -162,7 +166,9 @@ def intervention_score(
     net = as_torch_classifier(
         estimator, X, y, X_ref=X_ref, caller="intervention_score", need_y=True
     )
-    named = resolve_layers(net.module, layers)
+    # call keys ("act#1") choose calls; magnitudes are referenced per call
+    plain, _ = split_calls(net.module, layers)
+    named = resolve_layers(net.module, plain)
     seeds = check_random_state(random_state).randint(
         np.iinfo(np.int32).max, size=n_repeats
     )
@@ -176,11 +182,11 @@ def intervention_score(
             gen = torch.Generator(device=net.device).manual_seed(int(seed))
             if kind == "sign_flip":
                 ctx = sign_flip(
-                    net.module, named, alpha=alpha, flip=flip, generator=gen
+                    net.module, layers, alpha=alpha, flip=flip, generator=gen
                 )
             else:
                 ctx = magnitude_randomization(
-                    net.module, named, alpha=alpha, noise=noise, mu=mu, generator=gen
+                    net.module, layers, alpha=alpha, noise=noise, mu=mu, generator=gen
                 )
             with ctx:
                 pred = net.logits(net.X).argmax(axis=1)

@@ -42,7 +42,13 @@ from torch import nn
 
 from sksign.nn._validation import check_fraction, check_option
 from sksign.nn.activations import StepActivation
-from sksign.nn.hooks import activation_kind, call_key, forward_hooks, resolve_layers
+from sksign.nn.hooks import (
+    activation_kind,
+    call_key,
+    forward_hooks,
+    resolve_layers,
+    split_calls,
+)
 
 __all__ = [
     "FLIPS",
@@ -61,15 +67,19 @@ NOISES = ("standard", "matched")
 _HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
 
-def _layer_dict(module: nn.Module, layers) -> dict[str, nn.Module]:
-    """Name -> activation module: a mapping as is, else ``resolve_layers``.
+def _layer_dict(module: nn.Module, layers) -> tuple[dict[str, nn.Module], dict]:
+    """Name -> activation module (a mapping as is, else ``resolve_layers``),
+    and the calls per forward pass chosen by call keys (``"act#1"``; a module
+    absent from it has all its calls chosen).
 
     Interventions act on activation modules only (they need both the input z
     and the output phi(z)); a Linear or a block raises.
     """
-    named = (
-        dict(layers) if isinstance(layers, Mapping) else resolve_layers(module, layers)
-    )
+    if isinstance(layers, Mapping):
+        named, only = dict(layers), {}
+    else:
+        layers, only = split_calls(module, layers)
+        named = resolve_layers(module, layers)
     if not named:
         raise ValueError(
             f"No activation layer to intervene on in {type(module).__name__}."
@@ -84,7 +94,27 @@ def _layer_dict(module: nn.Module, layers) -> dict[str, nn.Module]:
                 "SiLU, GELU, tanh, HTAF, ...): they need the activation's input "
                 "z and output phi(z)."
             )
-    return named
+    return named, only
+
+
+def _call_counter(module: nn.Module, named, only):
+    """``(chosen, root_pre_hooks)``: ``chosen(name)`` counts a call of layer
+    `name` in the current forward pass of `module` and says whether it is
+    one to intervene on; the root pre-hook starts the count of a pass."""
+    if not only:
+        return (lambda name: True), []
+    calls = dict.fromkeys(named, 0)
+
+    def _root_pre_hook(_mod, _args):
+        for name in calls:
+            calls[name] = 0
+
+    def chosen(name):
+        i = calls[name]
+        calls[name] += 1
+        return name not in only or i in only[name]
+
+    return chosen, [(module, _root_pre_hook)]
 
 
 def _default_generator(device=None) -> torch.Generator:
@@ -127,7 +157,10 @@ def sign_flip(
         Any network.
     layers : "last", "all", list of str, type or mapping, default="all"
         Activation modules to intervene on: a mapping name -> module, or a
-        spec resolved by :func:`sksign.nn.hooks.resolve_layers`.
+        spec resolved by :func:`sksign.nn.hooks.resolve_layers`. A name with
+        a call suffix (``"act#1"``, as sign-code keys name the calls of a
+        module called several times per forward pass) intervenes on that
+        call only; a plain name on every call.
     alpha : float in [0, 1], default=0.2
         Probability of a flip, independently per unit and per sample.
     flip : {"literal", "gate"}, default="literal"
@@ -156,10 +189,11 @@ def sign_flip(
     """
     alpha = check_fraction("alpha", alpha, "sign_flip")
     flip = check_option("flip", flip, FLIPS, "sign_flip")
-    named = _layer_dict(module, layers)
+    named, only = _layer_dict(module, layers)
     gen = generator if generator is not None else _default_generator()
+    chosen, root_hooks = _call_counter(module, named, only)
 
-    def _make_hooks(act: nn.Module):
+    def _make_hooks(name: str, act: nn.Module):
         saved: list[torch.Tensor] = []
         inplace = bool(getattr(act, "inplace", False))
 
@@ -170,6 +204,8 @@ def sign_flip(
 
         def _forward_hook(m, _inp, out):
             z = saved.pop() if flip == "gate" else None
+            if not chosen(name):
+                return None
             mask = _mask(out.shape, alpha, gen, out.device)
             if mask is None:
                 return None
@@ -178,9 +214,9 @@ def sign_flip(
 
         return _pre_hook, _forward_hook
 
-    hooks = [(act, _make_hooks(act)) for act in named.values()]
+    hooks = [(act, _make_hooks(name, act)) for name, act in named.items()]
     with forward_hooks(
-        pre=[(act, fn) for act, (fn, _) in hooks],
+        pre=[*root_hooks, *((act, fn) for act, (fn, _) in hooks)],
         post=[(act, fn) for act, (_, fn) in hooks],
     ):
         yield named
@@ -247,7 +283,7 @@ def magnitude_randomization(
     """
     alpha = check_fraction("alpha", alpha, "magnitude_randomization")
     noise = check_option("noise", noise, NOISES, "magnitude_randomization")
-    named = _layer_dict(module, layers)
+    named, only = _layer_dict(module, layers)
     if noise == "matched":
         missing = [name for name in named if mu is None or name not in mu]
         if missing:
@@ -316,6 +352,8 @@ def magnitude_randomization(
                 return None
             i = calls[name]
             calls[name] += 1
+            if name in only and i not in only[name]:
+                return None  # a call the layer's call keys leave out
             if step_like:
                 return clean_out[name][i]
             s = signs[name][i]
@@ -389,7 +427,7 @@ def reference_magnitudes(
     >>> mu["0"].tolist(), counts["0"].tolist()
     ([[0.0, 0.0], [2.0, 0.0]], [[0, 1], [1, 0]])
     """
-    named = _layer_dict(module, layers)
+    named, _ = _layer_dict(module, layers)  # every call of each module
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, torch.Tensor] = {}
     saved: dict[str, list[torch.Tensor]] = {name: [] for name in named}

@@ -502,3 +502,29 @@ def test_gate_dominance_from_activations_by_hand_and_bad_input():
         gate_dominance_from_activations(z, h, np.eye(2), np.zeros(3))
     with pytest.raises(ValueError, match="Input z contains NaN"):
         gate_dominance_from_activations(np.full_like(z, np.nan), h, np.eye(2))
+
+
+def test_intervention_score_takes_call_keys(digits):
+    """Check a call key (as a fitted SignCodeTransformer's ``layers_`` name a
+    reused module's calls) corrupts that call only: literal flips of the
+    second call of one ReLU module give the accuracy of those logits."""
+    X, _, y, _ = digits
+
+    class Reused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(X.shape[1], 16), nn.Linear(16, 16)
+            self.act, self.head = nn.ReLU(), nn.Linear(16, 10)
+
+        def forward(self, x):
+            return self.head(self.act(self.b(self.act(self.a(x)))))
+
+    torch.manual_seed(0)
+    module = Reused().eval()
+    with torch.no_grad():
+        xt = torch.from_numpy(X)
+        logits = module.head(-torch.relu(module.b(torch.relu(module.a(xt)))))
+    expected = float(np.mean(logits.argmax(1).numpy() == y))
+    got = intervention_score(module, X, y, layers=["act#1"], alpha=1.0)
+    assert got == pytest.approx(expected)
+    assert got != intervention_score(module, X, y, layers=["act"], alpha=1.0)

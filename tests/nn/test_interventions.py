@@ -308,3 +308,58 @@ def test_reference_magnitudes_per_call_of_a_reused_module():
             torch.no_grad(),
         ):
             net(X)
+
+
+@pytest.mark.parametrize("flip", ["literal", "gate"])
+def test_sign_flip_call_key_flips_that_call_only(flip):
+    """Check ``"act#1"`` flips the second call of a reused module and leaves
+    the first as it is; ``"act"`` with ``"act#1"`` flips both, and every
+    forward pass counts its calls afresh."""
+    torch.manual_seed(0)
+    net = _CalledTwice().double().eval()
+    X = torch.randn(8, 4, dtype=torch.float64)
+    with torch.no_grad():
+        h0 = torch.relu(net.a(X))
+        z1 = 100 * net.b(h0)
+        only_second = net.head(
+            -torch.relu(z1) if flip == "literal" else torch.relu(-z1)
+        )
+        h0_flipped = -h0 if flip == "literal" else torch.relu(-net.a(X))
+        z1_both = 100 * net.b(h0_flipped)
+        both = net.head(
+            -torch.relu(z1_both) if flip == "literal" else torch.relu(-z1_both)
+        )
+        for layers, expected in ((["act#1"], only_second), (["act", "act#1"], both)):
+            with sign_flip(net, layers, alpha=1.0, flip=flip):
+                for _ in range(2):  # a second pass: the calls count from 0 again
+                    torch.testing.assert_close(net(X), expected)
+    assert _n_hooks(net) == 0
+
+
+def test_magnitude_call_key_randomises_that_call_only():
+    """Check magnitude randomisation with ``"act#0"`` replaces the first call's
+    magnitudes and leaves the second call's pass as computed (from the
+    corrupted first call)."""
+    torch.manual_seed(0)
+    net = _CalledTwice().double().eval()
+    X = torch.randn(8, 4, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    with (
+        torch.no_grad(),
+        magnitude_randomization(net, ["act#0"], alpha=1.0, generator=gen),
+    ):
+        out = net(X)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        z0 = net.a(X)
+        eta = torch.randn(z0.shape, generator=gen).abs().double()  # float32 draw
+        h0 = torch.where(z0 > 0, eta, -eta)  # signs kept, magnitudes noise
+        expected = net.head(torch.relu(100 * net.b(h0)))
+    torch.testing.assert_close(out, expected)
+
+
+def test_a_call_key_of_no_call_raises():
+    net = _CalledTwice()
+    with pytest.raises(ValueError, match="act#x"):
+        with sign_flip(net, ["act#x"]):
+            pass

@@ -31,7 +31,7 @@ from sksign.nn.hooks._capture import (
     temporary_mode,
 )
 from sksign.nn.hooks._kinds import activation_kind, find_activations
-from sksign.nn.hooks._layers import resolve_layers
+from sksign.nn.hooks._layers import resolve_layers, split_calls
 from sksign.nn.hooks._pooling import (
     CONV_POOLS,
     TOKEN_POOLS,

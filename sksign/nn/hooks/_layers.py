@@ -20,7 +20,7 @@ from sksign.nn.hooks._kinds import (
     sign_breaking_setting,
 )
 
-__all__ = ["resolve_layers", "split_call"]
+__all__ = ["resolve_layers", "split_call", "split_calls"]
 
 #: What :func:`resolve_layers` takes.
 LayerSpec = str | type | tuple | Sequence[str | type]
@@ -252,3 +252,52 @@ def resolve_layers(
     for name, m in out.items():
         _check_sign_preserving(name, m, allow_non_sign_preserving)
     return out
+
+
+def split_calls(
+    module: nn.Module, layers: LayerSpec
+) -> tuple[LayerSpec, dict[str, frozenset[int]]]:
+    """`layers` without call suffixes, and the calls it asks for by key.
+
+    What :func:`record_signs` and the interventions read a layer
+    specification with: the stripped specification goes to
+    :func:`resolve_layers`, the calls select which calls of a module (per
+    forward pass, 0 first) are recorded or intervened on; a module absent
+    from the mapping has all its calls selected.
+
+    ``["act", "act#2"]`` -> ``(["act", "act"], {"act": {0, 2}})``. A module
+    named only without a call suffix keeps all its calls; named with
+    suffixes, its plain name is the key of its first call (as
+    ``SignRecorder.layers`` lists them, so that they round-trip).
+    """
+    if isinstance(layers, str):
+        if layers in ("last", "all"):
+            return layers, {}
+        items = [layers]
+    elif isinstance(layers, Sequence) and not (
+        isinstance(layers, tuple) and all(isinstance(t, type) for t in layers)
+    ):
+        items = list(layers)
+    else:  # a type or a tuple of types
+        return layers, {}
+    names = [name for name, _ in module.named_modules() if name]
+    wanted: dict[str, set[int]] = {}
+    plain: set[str] = set()
+    stripped: list[Any] = []
+    for item in items:
+        if not isinstance(item, str):
+            stripped.append(item)
+            continue
+        name, call = split_call(item, names)
+        stripped.append(name)
+        if call is None:
+            plain.add(name)
+        else:
+            wanted.setdefault(name, set()).add(call)
+    if not wanted:
+        return layers, {}
+    only = {
+        name: frozenset(calls | ({0} if name in plain else set()))
+        for name, calls in wanted.items()
+    }
+    return stripped, only

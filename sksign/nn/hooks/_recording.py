@@ -15,7 +15,7 @@ hook). The hooks are attached through :func:`forward_hooks`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,7 @@ from torch import nn
 
 from sksign.nn.hooks._capture import HookSpec, call_key, forward_hooks
 from sksign.nn.hooks._kinds import activation_kind
-from sksign.nn.hooks._layers import LayerSpec, resolve_layers, split_call
+from sksign.nn.hooks._layers import LayerSpec, resolve_layers, split_calls
 from sksign.nn.hooks._pooling import (
     CONV_POOLS,
     TOKEN_POOLS,
@@ -372,49 +372,6 @@ def _make_block_hooks(
     return _block_pre_hook, _block_hook, _act_pre_hook_factory, _act_post_hook
 
 
-def _split_calls(
-    module: nn.Module, layers: LayerSpec
-) -> tuple[LayerSpec, dict[str, frozenset[int]]]:
-    """`layers` without call suffixes, and the calls it asks for by key.
-
-    ``["act", "act#2"]`` -> ``(["act", "act"], {"act": {0, 2}})``. A module
-    named only without a call suffix keeps all its calls; named with
-    suffixes, its plain name is the key of its first call (as
-    ``SignRecorder.layers`` lists them, so that they round-trip).
-    """
-    if isinstance(layers, str):
-        if layers in ("last", "all"):
-            return layers, {}
-        items = [layers]
-    elif isinstance(layers, Sequence) and not (
-        isinstance(layers, tuple) and all(isinstance(t, type) for t in layers)
-    ):
-        items = list(layers)
-    else:  # a type or a tuple of types
-        return layers, {}
-    names = [name for name, _ in module.named_modules() if name]
-    wanted: dict[str, set[int]] = {}
-    plain: set[str] = set()
-    stripped: list[Any] = []
-    for item in items:
-        if not isinstance(item, str):
-            stripped.append(item)
-            continue
-        name, call = split_call(item, names)
-        stripped.append(name)
-        if call is None:
-            plain.add(name)
-        else:
-            wanted.setdefault(name, set()).add(call)
-    if not wanted:
-        return layers, {}
-    only = {
-        name: frozenset(calls | ({0} if name in plain else set()))
-        for name, calls in wanted.items()
-    }
-    return stripped, only
-
-
 @contextmanager
 def record_signs(
     module: nn.Module,
@@ -519,7 +476,7 @@ def record_signs(
             f"token_pool must be one of {TOKEN_POOLS} or None. Got {token_pool!r} "
             "instead."
         )
-    layers, only_calls = _split_calls(module, layers)
+    layers, only_calls = split_calls(module, layers)
     selected = resolve_layers(
         module, layers, allow_non_sign_preserving=allow_non_sign_preserving
     )
