@@ -129,3 +129,12 @@ def test_docstring_sentences_bounds_and_errors():
         datasets.docstring_sentences("math", min_length=300, max_length=10)
     with pytest.raises(ValueError, match="max_length must be an integer >= 0"):
         datasets.docstring_sentences("math", max_length=-1)
+
+
+@pytest.mark.parametrize("module", ["typing", "types"])
+def test_docstring_sentences_skip_docstrings_that_are_not_strings(module):
+    """Check modules with classes whose ``__doc__`` is a descriptor (typing,
+    types) give their other sentences instead of raising."""
+    sentences = datasets.docstring_sentences(module)
+    assert sentences
+    assert all(isinstance(s, str) and 20 <= len(s) <= 200 for s in sentences)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -237,8 +238,14 @@ _SIGNATURE = re.compile(r"^[\w.]+\(.*\)\s*(-+>.*)?$")
 
 
 def _first_sentence(doc):
-    """The first sentence of a docstring, skipping a signature line."""
-    for para in inspect.cleandoc(doc or "").split("\n\n"):
+    """The first sentence of a docstring, skipping a signature line.
+
+    A ``__doc__`` that is not a string (a class whose ``__doc__`` is a
+    descriptor, as some of ``typing``'s are) has none.
+    """
+    if not isinstance(doc, str):
+        return ""
+    for para in inspect.cleandoc(doc).split("\n\n"):
         para = " ".join(para.split())
         if para and not _SIGNATURE.match(para):
             match = re.match(r"(.+?[.!?])(\s|$)", para)
@@ -287,17 +294,21 @@ def docstring_sentences(module_name, *, min_length=20, max_length=200):
         )
     module = importlib.import_module(module_name)
     objects = []
-    for name, obj in sorted(vars(module).items()):
-        if name.startswith("_"):
-            continue
-        if inspect.isclass(obj):
-            objects.append(obj)
-            objects += [
-                v
-                for k, v in sorted(vars(obj).items())
-                if not k.startswith("_") and inspect.isroutine(v)
-            ]
-        elif inspect.isroutine(obj):
-            objects.append(obj)
-    sentences = (_first_sentence(getattr(obj, "__doc__", None)) for obj in objects)
+    # reading a deprecated alias (typing.io) warns; its docstrings are just text
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for name, obj in sorted(vars(module).items()):
+            if name.startswith("_"):
+                continue
+            if inspect.isclass(obj):
+                objects.append(obj)
+                objects += [
+                    v
+                    for k, v in sorted(vars(obj).items())
+                    if not k.startswith("_") and inspect.isroutine(v)
+                ]
+            elif inspect.isroutine(obj):
+                objects.append(obj)
+        docs = [getattr(obj, "__doc__", None) for obj in objects]
+    sentences = (_first_sentence(doc) for doc in docs)
     return [s for s in sentences if min_length <= len(s) <= max_length]
