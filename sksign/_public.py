@@ -35,6 +35,7 @@ _SECTIONS = (
             "RelaxationGap": "sksign.estimators._callbacks",
             "SignKNNClassifier": "sksign.estimators._sign_knn",
             "SignKNNRegressor": "sksign.estimators._sign_knn_regressor",
+            "StepForwardPhase": "sksign.estimators._step_recipe",
         },
     ),
     (

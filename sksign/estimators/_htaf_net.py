@@ -211,6 +211,7 @@ class HTAFNetClassifier(
         time_steps=4,
         alpha0_start="auto",
         anneal_epochs="auto",
+        step_forward_from="auto",
         inference="step",
         recalibrate_bn=True,
         sign_repulsion=0.0,
@@ -256,6 +257,7 @@ class HTAFNetClassifier(
         self.lr_schedule = lr_schedule
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
+        self.step_forward_from = step_forward_from
         self.inference = inference
         self.recalibrate_bn = recalibrate_bn
         self.sign_repulsion = sign_repulsion

@@ -130,6 +130,11 @@ HTAF_CONSTRAINTS: dict = {
     "lr_schedule": [StrOptions({"auto", "constant", "cosine"})],
     "alpha0_start": [None, _POSITIVE, StrOptions({"auto"})],
     "anneal_epochs": [_AT_LEAST_ONE, StrOptions({"auto"})],
+    "step_forward_from": [
+        None,
+        NumberInterval(Real, 0, 1, closed="both"),
+        StrOptions({"auto"}),
+    ],
 }
 
 REGRESSOR_CONSTRAINTS: dict = {
@@ -309,7 +314,18 @@ default="mlp"
         anneal_epochs : int or "auto", default="auto"
             Length of the ``alpha0`` schedule in epochs ("auto": all of
             ``max_epochs``; shortened to ``max_epochs`` when that is smaller,
-            so the fit always ends at ``alpha0``).""",
+            so the fit always ends at ``alpha0``).
+        step_forward_from : float in [0, 1], "auto" or None, default="auto"
+            Share of ``max_epochs`` after which the step-like activations
+            train on the exact step ``1[x >= 0]`` in their forward pass while
+            their gradient stays the smooth function's
+            (:class:`~sksign.estimators.StepForwardPhase`): the net then
+            learns the function it computes at inference. None trains on the
+            smooth function throughout. "auto" is 0.5 for "resnet18" with
+            "htaf" and None for every other net. Why: a smooth HTAF
+            ResNet-18 stays 4-6 points above its own exact step; with the
+            second half on the step it reached 0.945 +- 0.006 held-out on the
+            padded digits over 3 seeds, against 0.872 +- 0.023.""",
     "inference": """
         inference : {"step", "smooth"}, default="step"
             What the step-like activations compute outside training

@@ -163,6 +163,7 @@ class HTAFNetRegressor(
         time_steps=4,
         alpha0_start=0.05,
         anneal_epochs=16,
+        step_forward_from="auto",
         inference="step",
         recalibrate_bn=True,
         standardize_target=True,
@@ -206,6 +207,7 @@ class HTAFNetRegressor(
         self.lr_schedule = lr_schedule
         self.alpha0_start = alpha0_start
         self.anneal_epochs = anneal_epochs
+        self.step_forward_from = step_forward_from
         self.inference = inference
         self.recalibrate_bn = recalibrate_bn
         self.standardize_target = standardize_target

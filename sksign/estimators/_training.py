@@ -19,6 +19,7 @@ from sksign.estimators._inference import InferenceModeMixin
 from sksign.estimators._step_recipe import (
     AUTO_ALPHA0_START,
     CosineSchedule,
+    StepForwardPhase,
     auto_recipe,
 )
 from sksign.nn import (
@@ -99,7 +100,10 @@ class StepTrainingMixin(InferenceModeMixin, BatchNormRecalibrationMixin):
     skorch ``LRScheduler``). ``alpha0_start`` (not None) adds an
     :class:`AlphaAnnealing` callback named "alpha_annealing" that raises
     HTAF's ``alpha0`` from ``alpha0_start`` to ``alpha0`` over
-    ``anneal_epochs`` ("auto": all ``max_epochs``). ``inference``
+    ``anneal_epochs`` ("auto": all ``max_epochs``). ``step_forward_from``
+    (not None) adds a :class:`StepForwardPhase` callback named
+    "step_forward": the last part of the fit trains on the exact step with
+    the smooth gradient. ``inference``
     chooses what the step-like activations compute outside training:
     "step", the exact ``1[x >= 0]`` (hidden units are bits), or "smooth",
     the training function (for HTAF, ``sigmoid(alpha1 * tanh(alpha0 * x))``).
@@ -136,6 +140,13 @@ class StepTrainingMixin(InferenceModeMixin, BatchNormRecalibrationMixin):
         if self.lr_schedule != "auto":
             return self.lr_schedule
         return "constant" if self._user_lr_scheduler() else self._recipe().lr_schedule
+
+    def _step_forward_from(self):
+        """``step_forward_from`` with "auto" resolved (None: never)."""
+        start = getattr(self, "step_forward_from", None)
+        if start == "auto":
+            return self._recipe().step_forward_from
+        return start
 
     def _anneal_epochs(self):
         return self.max_epochs if self.anneal_epochs == "auto" else self.anneal_epochs
@@ -257,4 +268,7 @@ class StepTrainingMixin(InferenceModeMixin, BatchNormRecalibrationMixin):
             )
         if self._lr_schedule() == "cosine":
             self._add_callback("lr_schedule", CosineSchedule, 0)
+        step_from = self._step_forward_from()
+        if step_from is not None:
+            self._add_callback("step_forward", lambda: StepForwardPhase(step_from), 0)
         return self

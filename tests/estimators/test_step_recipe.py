@@ -132,6 +132,13 @@ def test_auto_is_the_step_recipe_of_its_table(arch, activation):
         assert (anneal.start, anneal.epochs) == (AUTO_ALPHA0_START, 12)
     else:
         assert anneal is None
+    step_forward = callbacks.get("step_forward")
+    if recipe.step_forward_from is None:
+        assert step_forward is None
+    else:
+        assert step_forward.start == recipe.step_forward_from
+    # the measured case: ResNet-18 with HTAF trains its second half on the step
+    assert (arch == "resnet18" and activation == "htaf") == (step_forward is not None)
 
 
 def test_plain_activations_keep_a_constant_rate(data):
@@ -302,3 +309,55 @@ def test_annealing_reaches_the_spike_functions(arch, params):
     assert record == [{0.1}, {round(0.1 * 20**0.5, 9)}, {2.0}]
     fixed = HTAFNetClassifier(alpha0_start=None, random_state=0, **kw).fit(X, y)
     assert annealed.history_[0, "train_loss"] != fixed.history_[0, "train_loss"]
+
+
+class _StraightThrough(Callback):
+    """Each epoch's ``straight_through`` of the step activations."""
+
+    def initialize(self):
+        self.flags = []
+        return self
+
+    def on_epoch_begin(self, net, **kwargs):
+        self.flags.append(
+            {m.straight_through for m in net.module_.modules() if isinstance(m, HTAF)}
+        )
+
+
+@pytest.mark.parametrize(
+    ("start", "epochs", "first"), [(0.5, 4, 2), (0.0, 3, 0), (1.0, 3, 3), (0.3, 10, 3)]
+)
+def test_step_forward_phase_switches_at_its_epoch_and_back(data, start, epochs, first):
+    """Check the exact-step phase starts at ceil(start * max_epochs), is in
+    the history, reaches every step activation, and ends with the fit."""
+    record = _StraightThrough()
+    net = HTAFNetClassifier(
+        (6, 6), max_epochs=epochs, step_forward_from=start, random_state=0,
+        callbacks=[("record", record)],
+    ).fit(*data)  # fmt: skip
+    expected = [e >= first for e in range(epochs)]
+    assert list(net.history_[:, "step_forward"]) == expected
+    assert record.flags == [{on} for on in expected]
+    acts = [m for m in net.module_.modules() if isinstance(m, HTAF)]
+    assert len(acts) == 2
+    assert not any(m.straight_through for m in acts)
+
+
+def test_step_forward_phase_changes_training_not_inference(data):
+    """Check a fit with the phase differs from one without (same seed), and
+    that None adds no callback."""
+    plain = HTAFNetClassifier(
+        (6,), max_epochs=3, step_forward_from=None, random_state=0
+    )
+    phase = clone(plain).set_params(step_forward_from=0.0)
+    plain.fit(*data)
+    phase.fit(*data)
+    assert "step_forward" not in dict(plain.callbacks_)
+    assert not torch.equal(plain.module_.fc0.weight, phase.module_.fc0.weight)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "half", True])
+def test_step_forward_from_is_checked(data, bad):
+    net = HTAFNetClassifier((4,), max_epochs=1, step_forward_from=bad)
+    with pytest.raises(InvalidParameterError, match="step_forward_from"):
+        net.fit(*data)

@@ -244,3 +244,26 @@ def test_htaf_grid_on_manifold():
         {"alpha0": [0.5], "alpha1": [44.0]},
         {"alpha0": [2.0], "alpha1": [11.0]},
     ]
+
+
+@pytest.mark.parametrize("name", ["htaf", "scaled_sigmoid"])
+def test_straight_through_forwards_the_step_with_the_smooth_gradient(name):
+    """Check ``straight_through``: the training forward is the exact step, the
+    gradient the smooth function's; eval is the step either way; a module
+    pickled before the attribute existed still runs."""
+    from sksign.nn import make_activation
+
+    x = torch.linspace(-1.0, 1.0, 21, dtype=torch.float64)
+    act = make_activation(name).double()
+    x1 = x.clone().requires_grad_(True)
+    act(x1).sum().backward()
+    act.straight_through = True
+    x2 = x.clone().requires_grad_(True)
+    y = act(x2)
+    y.sum().backward()
+    torch.testing.assert_close(y.detach(), (x >= 0).double())
+    torch.testing.assert_close(x2.grad, x1.grad)
+    assert torch.equal(act.eval()(x), (x >= 0).double())
+    del act.straight_through
+    smooth = act.train()(x)
+    assert ((smooth > 0) & (smooth < 1)).any()

@@ -47,6 +47,15 @@ class StepActivation(nn.Module):
         "auto" is the smooth (training) function in ``train()`` and the exact
         step ``1[x >= 0]`` in ``eval()``; "smooth" and "hard" force one.
 
+    Attributes
+    ----------
+    straight_through : bool
+        False by default. When True, the training function's forward value
+        is the exact step and its gradient the smooth function's (``H(x) +
+        s(x) - s(x).detach()``): a net trains on the function it runs at
+        inference. The estimators' ``step_forward_from`` sets it for the last
+        part of a fit (:class:`~sksign.estimators.StepForwardPhase`).
+
     Examples
     --------
     >>> import torch
@@ -61,6 +70,7 @@ class StepActivation(nn.Module):
     def __init__(self, mode: str = "auto") -> None:
         super().__init__()
         self.mode = check_option("mode", mode, _MODES, type(self).__name__)
+        self.straight_through = False
 
     @property
     def is_hard(self) -> bool:
@@ -73,7 +83,11 @@ class StepActivation(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.is_hard:
             return heaviside(x)
-        return self.smooth(x)
+        y = self.smooth(x)
+        # nets pickled before the attribute existed have none
+        if getattr(self, "straight_through", False):
+            return heaviside(x).to(y.dtype) + (y - y.detach())
+        return y
 
 
 @contextmanager
