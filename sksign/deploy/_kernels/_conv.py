@@ -25,8 +25,10 @@ from numba.extending import intrinsic
 from sksign.kernels import popcount64
 
 __all__ = [
+    "BLOCK_FLOATS",
     "LANES",
     "add_lanes",
+    "block_buffers",
     "float_conv",
     "mean_pool",
     "origins",
@@ -121,6 +123,23 @@ def scaled_add_lanes(typingctx, dst, i, a, src, j):
         return context.get_dummy_value()
 
     return types.void(dst, i, a, src, j), codegen
+
+
+#: Floats of the sums of a block of output rows (they stay in L1 while a
+#: weight row, or a slice of a table, serves every row of the block).
+BLOCK_FLOATS = 4096
+
+
+@njit(cache=True, nogil=True)
+def block_buffers(width):
+    """``(block, acc, offs, org)``: the output rows of a block of sums
+    `width` wide, its float32 sums (flat), and each row's tap offset and
+    patch origin (:func:`origins`, :func:`tap_offset`)."""
+    block = max(4, min(256, BLOCK_FLOATS // max(1, width)))
+    acc = np.empty(block * width, np.float32)
+    offs = np.empty(block, np.int64)
+    org = np.empty((block, 3), np.int64)
+    return block, acc, offs, org
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -273,10 +292,7 @@ def float_conv(x, weights, g, bias, out, r0, r1):
     """
     n_out, width = out.shape[1], weights.shape[1]
     k, channels = g[3], g[2]
-    block = max(4, min(256, 4096 // width))
-    acc = np.empty(block * width, np.float32)
-    offs = np.empty(block, np.int64)
-    org = np.empty((block, 3), np.int64)
+    block, acc, offs, org = block_buffers(width)
     flat = weights.reshape(-1)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)

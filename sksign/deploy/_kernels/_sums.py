@@ -27,19 +27,16 @@ import numpy as np
 from numba import njit
 
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
-from sksign.deploy._kernels._conv import LANES, add_lanes, origins, tap_offset
+from sksign.deploy._kernels._conv import (
+    LANES,
+    add_lanes,
+    block_buffers,
+    origins,
+    tap_offset,
+)
 from sksign.kernels import popcount64
 
 __all__ = ["sum_conv", "sum_conv_step"]
-
-#: Floats of the sums of a block of rows (they stay in L1 while a slice of
-#: the table, or a weight row, serves every row of the block).
-BLOCK_FLOATS = 4096
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _block_rows(width):
-    return max(4, min(256, BLOCK_FLOATS // max(1, width)))
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -143,10 +140,7 @@ def sum_conv(x, table, nib_word, nib_shift, weights, by_table, g, bias, out, r0,
         Output row range.
     """
     n_out, width = out.shape[1], weights.shape[1]
-    block = _block_rows(width)
-    acc = np.empty(block * width, np.float32)
-    offs = np.empty(block, np.int64)
-    org = np.empty((block, 3), np.int64)
+    block, acc, offs, org = block_buffers(width)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
@@ -216,10 +210,7 @@ def sum_conv_step(
     """
     n_out, width = threshold.shape[0], weights.shape[1]
     channels = w_rows.shape[1] // (g[3] * g[3])
-    block = _block_rows(width)
-    acc = np.empty(block * width, np.float32)
-    offs = np.empty(block, np.int64)
-    org = np.empty((block, 3), np.int64)
+    block, acc, offs, org = block_buffers(width)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
