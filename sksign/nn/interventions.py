@@ -97,24 +97,23 @@ def _layer_dict(module: nn.Module, layers) -> tuple[dict[str, nn.Module], dict]:
     return named, only
 
 
-def _call_counter(module: nn.Module, named, only):
-    """``(chosen, root_pre_hooks)``: ``chosen(name)`` counts a call of layer
-    `name` in the current forward pass of `module` and says whether it is
-    one to intervene on; the root pre-hook starts the count of a pass."""
-    if not only:
-        return (lambda name: True), []
-    calls = dict.fromkeys(named, 0)
+class _PassCalls:
+    """How many times each layer was called in the current forward pass of
+    `module` (its pre-hook ``root_hook`` starts every pass at 0)."""
 
-    def _root_pre_hook(_mod, _args):
-        for name in calls:
-            calls[name] = 0
+    def __init__(self, module: nn.Module, names) -> None:
+        self.calls = dict.fromkeys(names, 0)
+        self.root_hook = (module, self._reset)
 
-    def chosen(name):
-        i = calls[name]
-        calls[name] += 1
-        return name not in only or i in only[name]
+    def _reset(self, _mod, _args) -> None:
+        for name in self.calls:
+            self.calls[name] = 0
 
-    return chosen, [(module, _root_pre_hook)]
+    def next(self, name: str) -> int:
+        """The index (0 first) of this call of layer `name`, counted."""
+        i = self.calls[name]
+        self.calls[name] += 1
+        return i
 
 
 def _default_generator(device=None) -> torch.Generator:
@@ -191,7 +190,9 @@ def sign_flip(
     flip = check_option("flip", flip, FLIPS, "sign_flip")
     named, only = _layer_dict(module, layers)
     gen = generator if generator is not None else _default_generator()
-    chosen, root_hooks = _call_counter(module, named, only)
+    # the calls of the layers named with call keys (none: every call)
+    counter = _PassCalls(module, only)
+    root_hooks = [counter.root_hook] if only else []
 
     def _make_hooks(name: str, act: nn.Module):
         saved: list[torch.Tensor] = []
@@ -204,7 +205,7 @@ def sign_flip(
 
         def _forward_hook(m, _inp, out):
             z = saved.pop() if flip == "gate" else None
-            if not chosen(name):
+            if name in only and counter.next(name) not in only[name]:
                 return None
             mask = _mask(out.shape, alpha, gen, out.device)
             if mask is None:
@@ -431,11 +432,7 @@ def reference_magnitudes(
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, torch.Tensor] = {}
     saved: dict[str, list[torch.Tensor]] = {name: [] for name in named}
-    calls: dict[str, int] = dict.fromkeys(named, 0)
-
-    def _root_pre_hook(_m, _args):
-        for name in calls:
-            calls[name] = 0
+    counter = _PassCalls(module, named)
 
     def _make_hooks(name: str):
         def _pre_hook(_m, inp):
@@ -443,8 +440,7 @@ def reference_magnitudes(
 
         def _forward_hook(_m, _inp, out):
             pos = saved[name].pop()
-            key = call_key(name, calls[name])
-            calls[name] += 1
+            key = call_key(name, counter.next(name))
             mag = out.detach().abs().to(torch.float64)
             stack_s = torch.stack([(~pos).sum(0), pos.sum(0)]).to(torch.int64)
             stack_m = torch.stack([(mag * ~pos).sum(0), (mag * pos).sum(0)])
@@ -457,7 +453,7 @@ def reference_magnitudes(
         return _pre_hook, _forward_hook
 
     hooks = [(act, _make_hooks(name)) for name, act in named.items()]
-    pre_hooks = [(module, _root_pre_hook)] + [(act, fn) for act, (fn, _) in hooks]
+    pre_hooks = [counter.root_hook] + [(act, fn) for act, (fn, _) in hooks]
     post_hooks = [(act, fn) for act, (_, fn) in hooks]
     with forward_hooks(pre_hooks, post_hooks), torch.no_grad():
         for batch in batches:
