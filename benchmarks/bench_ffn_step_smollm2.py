@@ -55,10 +55,10 @@ import time
 
 import numpy as np
 import torch
+from _ffn_rows import swapped_rows, warm_htaf  # benchmarks/_ffn_rows.py, beside this
 
 from sksign.datasets import docstring_sentences
-from sksign.nn import htaf
-from sksign.transformers import distill_ffn, find_ffn_activations, swap_ffn_activations
+from sksign.transformers import find_ffn_activations
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -164,9 +164,7 @@ def run(args):
     train_texts, test_texts = corpus()
     train = blocks(tokenizer, train_texts, args.max_length)
     test = blocks(tokenizer, test_texts, args.max_length, args.n_test)
-    # compile HTAF's CPU kernels before any timing
-    warm = torch.randn(64, 64, requires_grad=True)
-    htaf(warm, 2.0, 11.0).sum().backward()
+    warm_htaf()
     all_names = list(find_ffn_activations(teacher))
     n_params = sum(p.numel() for p in teacher.parameters())
     budget = args.steps * args.batch_size * args.max_length
@@ -187,38 +185,20 @@ def run(args):
     rows = [("original (SiLU)", "-", *measure(teacher, test, all_names), None)]
     for k in args.layers:
         names = all_names[len(all_names) - k :]
-        for label, act in (("step (HTAF/STE)", "htaf"), ("ReLU", "relu")):
-            student = swap_ffn_activations(teacher, act, layers=k)
-            rows.append(
-                (f"{label}, no training", k, *measure(student, test, names), None)
-            )
-            del student
-        for label, act, start in (
-            ("HTAF (2, 11), distilled", "htaf", 0.5),
-            ("STE, distilled", "ste", None),
-            ("ReLU, distilled", "relu", None),
+
+        def measure_k(student, names=names):
+            return measure(student, test, names)
+
+        for label, _, m, seconds, history in swapped_rows(
+            teacher, train, k, args, measure_k
         ):
-            student = swap_ffn_activations(teacher, act, layers=k)
-            tic = time.perf_counter()
-            _, history = distill_ffn(
-                student,
-                teacher,
-                train,
-                max_steps=args.steps,
-                batch_size=args.batch_size,
-                lr=args.lr,
-                alpha0_start=start,
-                random_state=0,
-            )
-            seconds = time.perf_counter() - tic
-            rows.append((label, k, *measure(student, test, names), seconds))
-            del student
+            rows.append((label, k, *m, seconds))
+            if seconds is None:
+                continue
             print(
                 f"  done: {label}, k={k} ({seconds:.0f} s, distillation loss "
                 f"{history[0]['loss']:.3g} -> {history[-1]['loss']:.3g}; "
-                "perplexity {:.2f}, accuracy {:.3f}, bits 1 {:.3f})".format(
-                    *rows[-1][2:5]
-                ),
+                "perplexity {:.2f}, accuracy {:.3f}, bits 1 {:.3f})".format(*m),
                 flush=True,
             )
 
