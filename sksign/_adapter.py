@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.base import is_regressor
+from sklearn.frozen import FrozenEstimator
 from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils import assert_all_finite, check_consistent_length, gen_batches
@@ -46,6 +47,7 @@ __all__ = [
     "numpy_float_dtype",
     "to_tensor",
     "torch_module",
+    "unwrap_frozen",
 ]
 
 #: The nets whose input rows :func:`sksign._validation.check_net_X` checks
@@ -63,6 +65,15 @@ BATCH_SIZE = 4096
 def is_torch_net(est) -> bool:
     """Whether `est` is a (fitted) skorch net: it has an ``nn.Module`` ``module_``."""
     return isinstance(getattr(est, "module_", None), nn.Module)
+
+
+def unwrap_frozen(estimator):
+    """The fitted estimator inside a ``FrozenEstimator``, else `estimator`.
+
+    scikit-learn's wrapper keeps a fit through ``clone`` (GridSearchCV,
+    cross-validation); what reads the net reads the estimator it holds.
+    """
+    return estimator.estimator if isinstance(estimator, FrozenEstimator) else estimator
 
 
 def torch_module(fitted, *, readout: bool = True) -> nn.Module:
@@ -187,9 +198,10 @@ def final_step_input(estimator, X):
     validated (and images flattened) by :func:`sksign._validation.check_net_X`.
     Anything else passes X through unchanged.
     """
+    estimator = unwrap_frozen(estimator)
     if isinstance(estimator, Pipeline):
         X = estimator[:-1].transform(X)
-        estimator = estimator[-1]
+        estimator = unwrap_frozen(estimator[-1])
     if isinstance(estimator, SKSIGN_NETS):
         X = check_net_X(estimator, X, reset=False)
     return estimator, X
@@ -373,7 +385,8 @@ def as_torch_classifier(
         A fitted sksign/skorch classifier net (also mid-fit, with X the
         Dataset skorch's ``EpochScoring`` passes), a bare ``nn.Module`` whose
         output is the logits, a fitted ``MLPClassifier``, or a ``Pipeline``
-        ending in one of these (X goes through its head first).
+        ending in one of these (X goes through its head first); any of them
+        in a ``FrozenEstimator``.
     X : array-like
         Samples.
     y : array-like, default=None
@@ -389,13 +402,14 @@ def as_torch_classifier(
     -------
     TorchClassifier
     """
+    estimator = unwrap_frozen(estimator)
     if isinstance(estimator, Pipeline):
         check_is_fitted(estimator)
         head = estimator[:-1]
         X = head.transform(X)
         if X_ref is not None:
             X_ref = head.transform(X_ref)
-        estimator = estimator[-1]
+        estimator = unwrap_frozen(estimator[-1])
     if _is_a_regressor(estimator):
         raise TypeError(
             f"{caller} needs a classifier (logits over classes); got the regressor "

@@ -13,12 +13,11 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.frozen import FrozenEstimator
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, validate_data
 from torch import nn
 
-from sksign._adapter import torch_module
+from sksign._adapter import torch_module, unwrap_frozen
 from sksign._compat import (
     HasMethods,
     Interval,
@@ -292,9 +291,7 @@ class SignCodeTransformer(_NetReader, TransformerMixin, BaseEstimator):
             data = rows if shape is None else rows.reshape(len(rows), *shape)
             fitted = clone(base).fit(data, y, **fit_params)
             X = rows
-        if isinstance(fitted, FrozenEstimator):
-            # the fitted net it holds (a clone of the wrapper keeps the fit)
-            fitted = fitted.estimator
+        fitted = unwrap_frozen(fitted)
         self._check_readable(fitted)
         n_net = getattr(fitted, "n_features_in_", None)
         if n_net is not None and n_net != self.n_features_in_:

@@ -288,6 +288,28 @@ def test_pipeline(digits):
     assert gate_dominance(pipe, X_test) == gate_dominance(pipe[-1], Xt)
 
 
+def test_frozen_estimators_are_read_as_the_net_they_hold(digits):
+    """Check a FrozenEstimator (alone, or as a Pipeline's last step) scores as
+    the fitted net inside it, for an sksign net and a scikit-learn MLP."""
+    from sklearn.frozen import FrozenEstimator
+
+    X_train, X_test, y_train, y_test = digits
+    mlp = MLPClassifier((16,), max_iter=60, random_state=0).fit(X_train, y_train)
+    net = _small(max_epochs=2).fit(X_train, y_train)
+    scaler = StandardScaler().fit(X_train)
+    Xt = scaler.transform(X_test)
+    for fitted in (mlp, net):
+        kw = {"alpha": 0.3, "random_state": 0}
+        expected = intervention_score(fitted, X_test, y_test, **kw)
+        frozen = FrozenEstimator(fitted)
+        assert intervention_score(frozen, X_test, y_test, **kw) == expected
+        assert gate_dominance(frozen, X_test) == gate_dominance(fitted, X_test)
+        pipe = make_pipeline(scaler, frozen)
+        assert intervention_score(pipe, X_test, y_test, **kw) == intervention_score(
+            fitted, Xt, y_test, **kw
+        )
+
+
 @pytest.mark.parametrize("binary", [False, True])
 def test_mlp_classifier(digits, binary):
     """Check scikit-learn's MLPClassifier is read from coefs_/intercepts_."""
