@@ -6,11 +6,15 @@
 import time
 
 
-def best_of(fns, repeats):
+def best_of(fns, repeats, warm=0):
     """Best wall and CPU time of each function, runs interleaved.
 
     Interleaving lets every function see the same machine load; the CPU time
-    (``time.process_time``) is the steadier number on a shared machine.
+    (``time.process_time``) is the steadier number on a shared machine. With
+    `warm`, each timed run follows that many untimed runs of the same
+    function, so that it finds its own data in the caches (as a server
+    running one model over and over does), not what the function before it
+    left there.
     """
     for fn in fns:
         fn()  # warm-up
@@ -18,6 +22,8 @@ def best_of(fns, repeats):
     cpu = [[] for _ in fns]
     for _ in range(repeats):
         for fn, w, c in zip(fns, wall, cpu):
+            for _ in range(warm):
+                fn()
             t0, c0 = time.perf_counter(), time.process_time()
             fn()
             w.append(time.perf_counter() - t0)

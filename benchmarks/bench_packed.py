@@ -223,7 +223,9 @@ def images(batches, repeats, nets=None, threads=(1,)):
                     return packed.forward(xf, n_threads)
 
                 with BLAS.limit(limits=n_threads, user_api="blas"):
-                    (tt, _), (tp, _) = best_of([torch_model, packed_model], repeats)
+                    (tt, _), (tp, _) = best_of(
+                        [torch_model, packed_model], repeats, warm=1
+                    )
                 print(
                     f"| {arch} | {n_threads} | {batch} | {tt * 1e3:.2f} "
                     f"| {tp * 1e3:.2f} | {tt / tp:.2f}x |",

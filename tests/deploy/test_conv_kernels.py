@@ -11,6 +11,7 @@ import pytest
 from sksign.deploy._kernels import (
     float_conv,
     mean_pool,
+    padded_width,
     sum_conv,
     sum_conv_step,
     xnor_conv,
@@ -62,7 +63,8 @@ def _patches(on, k, s, p):
 
 def _sum_arrays(wt, c, k, bits):
     """What sum_conv reads: the tables and the weights padded alike."""
-    table, nib_word, nib_shift = nibble_tables(wt, c, k, bits=bits)
+    lanes = padded_width(wt.shape[1])  # the widths the kernels unroll
+    table, nib_word, nib_shift = nibble_tables(wt, c, k, lanes, bits=bits)
     weights = np.zeros((len(wt), table.shape[3]), np.float32)
     weights[:, : wt.shape[1]] = wt
     return table, nib_word, nib_shift, weights

@@ -18,7 +18,13 @@ from sksign.deploy._kernels._bits import (
     unit_of_bit,
     unpack_words,
 )
-from sksign.deploy._kernels._conv import LANES, float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._conv import (
+    LANES,
+    float_conv,
+    mean_pool,
+    padded_width,
+    xnor_conv,
+)
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import sum_conv, sum_conv_step
@@ -34,6 +40,7 @@ __all__ = [
     "if_neuron_pack",
     "mean_pool",
     "pack_ge",
+    "padded_width",
     "step_certified",
     "step_int16",
     "sum_conv",

@@ -8,7 +8,8 @@ ways to add them up, both in float32, in an order fixed by the row alone
 
 - by table look-ups: each nibble (4 bits) of a pixel's words selects one of
   16 precomputed sums of its 4 weights (:func:`~sksign.deploy._maps.nibble_tables`),
-  one vector add per nonzero nibble and tap, in the order ``(ky, kx)``, then
+  one row of vector adds per nibble and tap (a zero nibble adds its row of
+  zeros), in the order ``(ky, kx)``, then
   nibble;
 - by weight rows: the row of weights of each active bit, in the order
   ``(ky, kx)``, then word, then bit; the rows of a block share each weight
@@ -24,12 +25,13 @@ Serial over a range of output rows ``[r0, r1)``, GIL released.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import literally, njit
 
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
     LANES,
-    add_lanes,
+    UNROLL_FLOATS,
+    add_vectors,
     block_buffers,
     origins,
     tap_offset,
@@ -40,8 +42,13 @@ __all__ = ["sum_conv", "sum_conv_step"]
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb):
-    """``acc[r]`` = the sum of the table rows of the nonzero nibbles of block row r."""
+def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec):
+    """``acc[r]`` = the sum of the table rows of the nibbles of block row r.
+
+    The rows are added `n_vec` vectors at a time (a literal).
+    """
+    literally(n_vec)
+    chunk = n_vec * LANES
     k = g[3]
     n_vals, width = table.shape[2], table.shape[3]
     mask = np.uint64(n_vals - 1)
@@ -60,22 +67,24 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb):
                     o = offs[r]
                     if o < 0:
                         continue  # zero padding: 0 bits add nothing
+                    # a zero group adds its row of zeros: a branch on it
+                    # would be mispredicted more often than the add costs
                     v = np.int64((x[o + wd] >> sh) & mask)
-                    if v == 0:
-                        continue
-                    src = base + v * width
-                    dst = r * width
-                    for c in range(0, width, LANES):
-                        add_lanes(acc, dst + c, flat, src + c)
+                    src, dst = base + v * width, r * width
+                    for c in range(0, width, chunk):
+                        add_vectors(acc, dst + c, flat, src + c, n_vec)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _row_sums(x, weights, channels, g, acc, offs, org, nb):
+def _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec):
     """``acc[r]`` = the sum of the weight rows of the active bits of block row r.
 
     Row by row, each over its own bits (a branch per row and bit on whether
-    the row has it would be a coin toss).
+    the row has it would be a coin toss); the rows are added `n_vec` vectors
+    at a time (a literal).
     """
+    literally(n_vec)
+    chunk = n_vec * LANES
     k, wpp = g[3], g[2]
     width = weights.shape[1]
     flat = weights.reshape(-1)
@@ -95,20 +104,68 @@ def _row_sums(x, weights, channels, g, acc, offs, org, nb):
                         ch = unit_of_bit(j, popcount64(low - np.uint64(1)))
                         if ch < channels:
                             src = (tap + ch) * width
-                            for c in range(0, width, LANES):
-                                add_lanes(acc, dst + c, flat, src + c)
+                            for c in range(0, width, chunk):
+                                add_vectors(acc, dst + c, flat, src + c, n_vec)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _block_sums(
+    x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, n_vec
+):
+    """:func:`_table_sums` or :func:`_row_sums`, `n_vec` a literal."""
+    literally(n_vec)
+    if by_table:
+        _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec)
+    else:
+        channels = weights.shape[0] // (g[3] * g[3])
+        _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
 def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b0, nb):
-    """The float32 sums of the block of `nb` rows from ``b0`` into `acc` (flat)."""
-    for i in range(nb * weights.shape[1]):
+    """The float32 sums of the block of `nb` rows from ``b0`` into `acc` (flat).
+
+    The width of the rows (padded by
+    :func:`~sksign.deploy._kernels._conv.padded_width`) picks the vectors
+    added at a time, a literal: one compiled loop per count.
+    """
+    width = weights.shape[1]
+    for i in range(nb * width):
         acc[i] = 0.0
     origins(b0, nb, g, org)
-    if by_table:
-        _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb)
+    n_vec = min(width, UNROLL_FLOATS) // LANES
+    if n_vec == 2:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 2
+        )
+    elif n_vec == 4:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 4
+        )
+    elif n_vec == 8:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 8
+        )
+    elif n_vec == 1:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 1
+        )
+    elif n_vec == 3:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 3
+        )
+    elif n_vec == 5:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 5
+        )
+    elif n_vec == 6:
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 6
+        )
     else:
-        _row_sums(x, weights, weights.shape[0] // (g[3] * g[3]), g, acc, offs, org, nb)
+        _block_sums(
+            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 7
+        )
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -121,7 +178,8 @@ def sum_conv(x, table, nib_word, nib_shift, weights, by_table, g, bias, out, r0,
         The maps, flat.
     table : ndarray of shape (k * k, n_nibbles, 16, width), dtype float32
         Sums of the weights of each nibble value, per tap and nibble, the
-        outputs padded with zeros to ``width``, a multiple of ``LANES``
+        outputs padded with zeros to ``width`` (``padded_width(n_out)``,
+        see :func:`~sksign.deploy._kernels._conv.padded_width`)
         (read if `by_table`).
     nib_word : ndarray of shape (n_nibbles,), dtype int64
         Word of the pixel that holds each nibble.
@@ -211,20 +269,35 @@ def sum_conv_step(
     n_out, width = threshold.shape[0], weights.shape[1]
     channels = w_rows.shape[1] // (g[3] * g[3])
     block, acc, offs, org = block_buffers(width)
+    # per output: its threshold in float64 and its bit in the word
+    t64 = np.empty(n_out, np.float64)
+    shift = np.empty(n_out, np.uint64)
+    for o in range(n_out):
+        t64[o] = threshold[o]
+        shift[o] = popcount64(word_bit(o) - np.uint64(1))
+    fired = np.empty(n_out, np.uint64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
         for r in range(nb):
             row = b0 + r
-            for w in range(out.shape[1]):
-                out[row, w] = 0
             a = acc[r * width : r * width + n_out]
+            # in vectors: each output's bit, and whether any is too close to
+            # tell in float32 (no branch on a bit: it is a coin toss)
+            unsure = 0
             for o in range(n_out):
-                t = np.float64(threshold[o])
-                v = np.float64(a[o]) - t
-                if abs(v) > bound[o]:
-                    fire = v > 0  # no branch on the bit: it is a coin toss
-                else:  # rare: too close to tell in float32
-                    fire = _exact_patch_sum(x, org, r, g, channels, w_rows, o) >= t
-                out[row, o // 64] |= np.uint64(fire) * word_bit(o)
+                v = np.float64(a[o]) - t64[o]
+                fired[o] = np.uint64(v > 0) << shift[o]
+                unsure += abs(v) <= bound[o]
+            if unsure:  # rare: sum those in float64 from the weights
+                for o in range(n_out):
+                    v = np.float64(a[o]) - t64[o]
+                    if abs(v) <= bound[o]:
+                        exact = _exact_patch_sum(x, org, r, g, channels, w_rows, o)
+                        fired[o] = np.uint64(exact >= t64[o]) << shift[o]
+            for w in range(out.shape[1]):
+                word = np.uint64(0)
+                for o in range(64 * w, min(n_out, 64 * w + 64)):
+                    word |= fired[o]
+                out[row, w] = word

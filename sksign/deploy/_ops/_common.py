@@ -15,8 +15,8 @@ import numpy as np
 from sksign._threads import run_in_threads
 from sksign.deploy._format import schema_error
 from sksign.deploy._kernels import (
-    LANES,
     count_bits,
+    padded_width,
     step_certified,
     step_int16,
     unpack_words,
@@ -258,7 +258,7 @@ class SumConv:
     def __init__(self, layer, ctx):
         attrs = layer["attrs"]
         c, k, oc = attrs["shape"][0], attrs["kernel"], attrs["channels"]
-        width = -(-oc // LANES) * LANES
+        width = padded_width(oc)
         self.wt = ctx.tensor(layer, "weight_t")
 
         def pad(wt):
@@ -278,7 +278,7 @@ class SumConv:
                     f"tables{bits}",
                     layer,
                     "weight_t",
-                    lambda wt, bits=bits: nibble_tables(wt, c, k, LANES, bits),
+                    lambda wt, bits=bits: nibble_tables(wt, c, k, width, bits),
                 )
 
     def _tables(self, rows):
