@@ -28,7 +28,6 @@ __all__ = [
     "BLOCK_FLOATS",
     "LANES",
     "UNROLL_FLOATS",
-    "add_lanes",
     "add_vectors",
     "block_buffers",
     "float_conv",
@@ -39,50 +38,68 @@ __all__ = [
     "xnor_conv",
 ]
 
-#: Floats of one vector add of :func:`add_lanes` (the output widths of the
+#: Floats of one vector add of :func:`add_vectors` (the output widths of the
 #: real-weights kernels are padded to a multiple of it).
 LANES = 8
 #: Output rows of a block in :func:`xnor_conv` (one division per block).
 XNOR_CONV_BLOCK = 64
 
 
-@intrinsic
-def add_lanes(typingctx, dst, i, src, j):
-    """``dst.flat[i : i + 8] += src.flat[j : j + 8]``, float32, one vector add.
+#: Most floats added by one :func:`add_vectors`: an output width above it
+#: is padded to a multiple of it (:func:`padded_width`).
+UNROLL_FLOATS = 64
 
-    The loop vectoriser cannot turn a sum of a few floats into a vector add
-    (a short loop runs its scalar remainder, after a runtime alias check);
-    this says it in LLVM IR. C-contiguous arrays, indices in range (not
+
+def padded_width(n_out):
+    """`n_out` in whole vectors, or in whole :data:`UNROLL_FLOATS` above it."""
+    step = LANES if n_out <= UNROLL_FLOATS else UNROLL_FLOATS
+    return -(-n_out // step) * step
+
+
+@intrinsic(prefer_literal=True)
+def add_vectors(typingctx, dst, i, src, j, n_vec):
+    """``dst.flat[i : i + 8 n_vec] += src.flat[j : j + 8 n_vec]``, float32, in vectors.
+
+    The loop vectoriser cannot turn a sum of a few floats into vector adds
+    (a short loop runs its scalar remainder, after a runtime alias check),
+    and a loop over a few vectors whose count the compiler does not know
+    costs about as much as the adds it makes: this says the `n_vec` vector
+    adds in LLVM IR, unrolled, `n_vec` a literal (see
+    :func:`numba.literally`). C-contiguous arrays, indices in range (not
     checked).
     """
-    floats = (types.Array,)
     if not (
-        isinstance(dst, floats)
-        and isinstance(src, floats)
+        isinstance(n_vec, types.IntegerLiteral)
+        and isinstance(dst, types.Array)
+        and isinstance(src, types.Array)
         and dst.dtype == types.float32
         and src.dtype == types.float32
         and isinstance(i, types.Integer)
         and isinstance(j, types.Integer)
     ):
         return None
+    n_vectors = n_vec.literal_value
 
     def codegen(context, builder, signature, args):
         vec = ir.VectorType(ir.FloatType(), LANES).as_pointer()
+        step = ir.Constant(ir.IntType(64), LANES)
         ptrs = []
         for arr, idx, arr_t, idx_t in (
             (args[0], args[1], signature.args[0], signature.args[1]),
             (args[2], args[3], signature.args[2], signature.args[3]),
         ):
             data = context.make_array(arr_t)(context, builder, arr).data
-            offset = context.cast(builder, idx, idx_t, types.int64)
-            ptrs.append(builder.bitcast(builder.gep(data, [offset]), vec))
-        total = builder.fadd(
-            builder.load(ptrs[0], align=4), builder.load(ptrs[1], align=4)
-        )
-        builder.store(total, ptrs[0], align=4)
+            ptrs.append((data, context.cast(builder, idx, idx_t, types.int64)))
+        (out, at), (rows, start) = ptrs
+        for _ in range(n_vectors):
+            p = builder.bitcast(builder.gep(out, [at]), vec)
+            q = builder.bitcast(builder.gep(rows, [start]), vec)
+            total = builder.fadd(builder.load(p, align=4), builder.load(q, align=4))
+            builder.store(total, p, align=4)
+            at, start = builder.add(at, step), builder.add(start, step)
         return context.get_dummy_value()
 
-    return types.void(dst, i, src, j), codegen
+    return types.void(dst, i, src, j, n_vec), codegen
 
 
 @intrinsic
@@ -90,7 +107,7 @@ def scaled_add_lanes(typingctx, dst, i, a, src, j):
     """``dst.flat[i : i + 8] += a * src.flat[j : j + 8]``, float32, in vectors.
 
     A product, then a sum, each rounded to float32 (no fused multiply-add),
-    as :func:`add_lanes` says them.
+    as :func:`add_vectors` says them.
     """
     if not (
         isinstance(dst, types.Array)
@@ -125,59 +142,6 @@ def scaled_add_lanes(typingctx, dst, i, a, src, j):
         return context.get_dummy_value()
 
     return types.void(dst, i, a, src, j), codegen
-
-
-#: Most floats added by one :func:`add_vectors`: an output width above it
-#: is padded to a multiple of it (:func:`padded_width`).
-UNROLL_FLOATS = 64
-
-
-def padded_width(n_out):
-    """`n_out` in whole vectors, or in whole :data:`UNROLL_FLOATS` above it."""
-    step = LANES if n_out <= UNROLL_FLOATS else UNROLL_FLOATS
-    return -(-n_out // step) * step
-
-
-@intrinsic(prefer_literal=True)
-def add_vectors(typingctx, dst, i, src, j, n_vec):
-    """:func:`add_lanes` of `n_vec` consecutive vectors, unrolled.
-
-    `n_vec` is a literal (see :func:`numba.literally`): a loop over a few
-    vectors whose count the compiler does not know costs about as much as
-    the adds it makes.
-    """
-    if not (
-        isinstance(n_vec, types.IntegerLiteral)
-        and isinstance(dst, types.Array)
-        and isinstance(src, types.Array)
-        and dst.dtype == types.float32
-        and src.dtype == types.float32
-        and isinstance(i, types.Integer)
-        and isinstance(j, types.Integer)
-    ):
-        return None
-    n_vectors = n_vec.literal_value
-
-    def codegen(context, builder, signature, args):
-        vec = ir.VectorType(ir.FloatType(), LANES).as_pointer()
-        step = ir.Constant(ir.IntType(64), LANES)
-        ptrs = []
-        for arr, idx, arr_t, idx_t in (
-            (args[0], args[1], signature.args[0], signature.args[1]),
-            (args[2], args[3], signature.args[2], signature.args[3]),
-        ):
-            data = context.make_array(arr_t)(context, builder, arr).data
-            ptrs.append((data, context.cast(builder, idx, idx_t, types.int64)))
-        (out, at), (rows, start) = ptrs
-        for _ in range(n_vectors):
-            p = builder.bitcast(builder.gep(out, [at]), vec)
-            q = builder.bitcast(builder.gep(rows, [start]), vec)
-            total = builder.fadd(builder.load(p, align=4), builder.load(q, align=4))
-            builder.store(total, p, align=4)
-            at, start = builder.add(at, step), builder.add(start, step)
-        return context.get_dummy_value()
-
-    return types.void(dst, i, src, j, n_vec), codegen
 
 
 #: Floats of the sums of a block of output rows (they stay in L1 while a

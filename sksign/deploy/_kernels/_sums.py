@@ -25,7 +25,7 @@ Serial over a range of output rows ``[r0, r1)``, GIL released.
 from __future__ import annotations
 
 import numpy as np
-from numba import literally, njit
+from numba import literal_unroll, literally, njit
 
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
@@ -109,11 +109,13 @@ def _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _block_sums(
-    x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, n_vec
-):
-    """:func:`_table_sums` or :func:`_row_sums`, `n_vec` a literal."""
+def _block_sums(block, acc, offs, org, nb, n_vec):
+    """:func:`_table_sums` or :func:`_row_sums`, `n_vec` a literal.
+
+    `block` is ``(x, table, nib_word, nib_shift, weights, by_table, g)``.
+    """
     literally(n_vec)
+    x, table, nib_word, nib_shift, weights, by_table, g = block
     if by_table:
         _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec)
     else:
@@ -127,45 +129,17 @@ def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b
 
     The width of the rows (padded by
     :func:`~sksign.deploy._kernels._conv.padded_width`) picks the vectors
-    added at a time, a literal: one compiled loop per count.
+    added at a time, a literal: one compiled loop per count, 1 to 8.
     """
     width = weights.shape[1]
     for i in range(nb * width):
         acc[i] = 0.0
     origins(b0, nb, g, org)
     n_vec = min(width, UNROLL_FLOATS) // LANES
-    if n_vec == 2:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 2
-        )
-    elif n_vec == 4:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 4
-        )
-    elif n_vec == 8:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 8
-        )
-    elif n_vec == 1:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 1
-        )
-    elif n_vec == 3:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 3
-        )
-    elif n_vec == 5:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 5
-        )
-    elif n_vec == 6:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 6
-        )
-    else:
-        _block_sums(
-            x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, nb, 7
-        )
+    for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
+        if count == n_vec:
+            block = (x, table, nib_word, nib_shift, weights, by_table, g)
+            _block_sums(block, acc, offs, org, nb, count)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
