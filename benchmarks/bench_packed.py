@@ -27,7 +27,9 @@ speed does not depend on training, except through the firing rate, printed):
 of shape (3, 32, 32), 10 classes): Bi-Real ResNet-18 and ResNet-18 (step
 activations) at width 16, WRN-10-2 and SEW-ResNet-18 (IF neurons, "add"
 connections, T = 4) at width 16, torch eval ``module(x)`` under
-``torch.no_grad()`` against the packed net, batches 1 and 64 (or
+``torch.no_grad()`` against the packed net (and against the packed net with
+every layer run on its own, ``forward(..., fused=False)``: the speed-up of
+the epilogue fusion, same run), batches 1 and 64 (or
 ``--batches``), one thread (or ``--threads 1 2``: both on that many);
 ``--nets`` picks some of them (``bireal``, ``resnet18``, ``wrn``,
 ``sew_resnet``).
@@ -195,8 +197,11 @@ def images(batches, repeats, nets=None, threads=(1,)):
     print(f"# torch {torch.__version__}")
     rng = np.random.default_rng(0)
     X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
-    print("| net | threads | batch | torch (ms) | packed (ms) | speed-up |")
-    print("|---" * 6 + "|")
+    print(
+        "| net | threads | batch | torch (ms) | packed (ms) | speed-up "
+        "| layers one by one (ms) | speed-up |"
+    )
+    print("|---" * 8 + "|")
     for arch, params in IMAGE_NETS.items():
         if nets and arch not in nets:
             continue
@@ -222,13 +227,17 @@ def images(batches, repeats, nets=None, threads=(1,)):
                 def packed_model(xf=xf, packed=packed, n_threads=n_threads):
                     return packed.forward(xf, n_threads)
 
+                def one_by_one(xf=xf, packed=packed, n_threads=n_threads):
+                    return packed.forward(xf, n_threads, fused=False)
+
                 with BLAS.limit(limits=n_threads, user_api="blas"):
-                    (tt, _), (tp, _) = best_of(
-                        [torch_model, packed_model], repeats, warm=1
+                    (tt, _), (tp, _), (tu, _) = best_of(
+                        [torch_model, packed_model, one_by_one], repeats, warm=1
                     )
                 print(
                     f"| {arch} | {n_threads} | {batch} | {tt * 1e3:.2f} "
-                    f"| {tp * 1e3:.2f} | {tt / tp:.2f}x |",
+                    f"| {tp * 1e3:.2f} | {tt / tp:.2f}x | {tu * 1e3:.2f} "
+                    f"| {tt / tu:.2f}x |",
                     flush=True,
                 )
 

@@ -95,6 +95,11 @@ class OpSpec(NamedTuple):
         ``prepare(layer, context) -> run``, set by the op's unit: derives what
         the layer needs once, at load, and returns
         ``run(inputs, n_samples, n_threads) -> output``.
+    epilogues : tuple of tuple of str
+        The runs of ops that can follow this op and run in its pass (see
+        :mod:`sksign.deploy._fusion`): then ``prepare(layer, context,
+        epilogue)`` gets those layers too, and the run's inputs are the
+        layer's own followed by the other inputs of each layer taken over.
     """
 
     reads: str
@@ -110,6 +115,7 @@ class OpSpec(NamedTuple):
     arithmetic: str = ""
     n_weights: Callable | None = None
     prepare: Callable | None = None
+    epilogues: tuple = ()
 
 
 def schema_error(message):

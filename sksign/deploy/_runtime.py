@@ -23,6 +23,7 @@ from sksign.deploy._format import (
     schema_error,
     validate_graph,
 )
+from sksign.deploy._fusion import chain_layer, chains, internal_values
 from sksign.deploy._maps import unpack_pixels
 from sksign.deploy._ops import OPS
 from sksign.deploy._ops._common import Context, split, unpack_rows
@@ -99,14 +100,29 @@ class PackedNet:
             if values[name][0] == "pixel_bits"
         }
         context = self._context = Context(self.tensors, self._widths)
-        self._steps = []
-        for layer in self.graph["layers"]:
-            spec = OPS[layer["op"]]
-            macs = self._widths[layer["inputs"][0]] * self._widths[layer["output"]]
-            run = spec.prepare(layer, context)
-            self._steps.append((layer, run, macs, spec.work_divisor))
+        # each layer alone (to run one, or to keep its output) ...
+        self._steps = [self._step([layer], context) for layer in self.layers]
         self._by_output = {step[0]["output"]: step for step in self._steps}
+        # ... and the chains of layers that run in one pass (_fusion)
+        fused = chains(self.layers, OPS, self.graph["output"])
+        self._fused_steps = [
+            self._step(chain, context)
+            if len(chain) > 1
+            else self._by_output[chain[0]["output"]]
+            for chain in fused
+        ]
+        self._internal = internal_values(fused)
         self._has_maps = any(OPS[lay["op"]].layout == "nhwc" for lay in self.layers)
+
+    def _step(self, chain, context):
+        """``(layer, run, macs, work divisor)`` of a chain of layers."""
+        first = chain[0]
+        spec = OPS[first["op"]]
+        macs = self._widths[first["inputs"][0]] * self._widths[first["output"]]
+        if len(chain) == 1:
+            return first, spec.prepare(first, context), macs, spec.work_divisor
+        run = spec.prepare(first, context, chain[1:])
+        return chain_layer(chain), run, macs, spec.work_divisor
 
     def __repr__(self):
         # what the net is, never an address: estimator reprs (and test ids
@@ -139,7 +155,7 @@ class PackedNet:
         """Rows of the value called `value` per sample (time steps of spikes)."""
         return self._per_sample[value]
 
-    def forward(self, X, n_threads=1, *, keep=()):
+    def forward(self, X, n_threads=1, *, keep=(), fused=True):
         """Run the net on validated float32 rows.
 
         Parameters
@@ -150,6 +166,11 @@ class PackedNet:
             Threads the kernels run on.
         keep : collection of str, default=()
             Names of intermediate values to return as well.
+        fused : bool, default=True
+            Run the chains of layers that share a pass as one (see
+            :mod:`sksign.deploy._fusion`; the same outputs, bit for bit);
+            False runs every layer on its own, as does keeping a value that
+            a chain does not write.
 
         Returns
         -------
@@ -161,14 +182,19 @@ class PackedNet:
         if self._has_maps and n > MAP_CHUNK:
             # feature maps: bounded memory, a chunk of samples at a time
             parts = [
-                self.forward(X[a:b], n_threads, keep=keep)
+                self.forward(X[a:b], n_threads, keep=keep, fused=fused)
                 for a, b in split(n, -(-n // MAP_CHUNK))
             ]
             if not keep:
                 return np.concatenate(parts)
             return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         env = {"input": X}
-        for step in self._steps:
+        # a kept value inside a chain: run the layers one by one
+        if fused and not self._internal.intersection(keep):
+            steps = self._fused_steps
+        else:
+            steps = self._steps
+        for step in steps:
             env[step[0]["output"]] = self._run_step(step, env, n, n_threads)
         out = env[self.graph["output"]]
         if keep:

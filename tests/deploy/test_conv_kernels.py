@@ -29,6 +29,13 @@ from sksign.deploy._maps import (
 from sksign.deploy._ops._common import sum_bound
 from sksign.kernels import packed_to_words
 
+#: The epilogue arguments of sum_conv and float_conv that take over nothing.
+NO_EPILOGUE = (
+    np.zeros(0, np.float32),
+    np.zeros(0, np.float32),
+    np.zeros((0, 0), np.float32),
+)
+
 # (batch, channels, size, out channels, kernel, stride, padding): channels
 # not multiples of 8 or 64, maps of one pixel, batch 1, stride 2, padding 0/1
 GEOMETRIES = [
@@ -85,13 +92,13 @@ def test_sum_conv_equals_a_float64_product(n, c, size, oc, k, s, p, tables, bits
     g = map_geometry(_attrs(c, size, oc, k, s, p))
     rows = n * int(g[6] * g[7])
     out = np.empty((rows, oc), np.float32)
-    sum_conv(words.reshape(-1), *arrays, tables, g, bias, out, 0, rows)
+    sum_conv(words.reshape(-1), *arrays, tables, g, bias, *NO_EPILOGUE, out, 0, rows)
     ref = _patches(on, k, s, p) @ wt.astype(np.float64) + bias
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     # any split of the rows gives the same sums, bit for bit
     again = np.empty_like(out)
     for a, b in [(0, rows // 3), (rows // 3, rows)]:
-        sum_conv(words.reshape(-1), *arrays, tables, g, bias, again, a, b)
+        sum_conv(words.reshape(-1), *arrays, tables, g, bias, *NO_EPILOGUE, again, a, b)
     np.testing.assert_array_equal(again, out)
 
 
@@ -218,7 +225,7 @@ def test_float_conv_equals_a_float64_product(n, c, size, oc, k, s, p):
     g[2] = c  # floats per pixel
     rows = n * int(g[6] * g[7])
     out = np.empty((rows, oc), np.float32)
-    float_conv(x.reshape(-1), weights, g, bias, out, 0, rows)
+    float_conv(x.reshape(-1), weights, g, bias, *NO_EPILOGUE, out, 0, rows)
     ref = _patches(x, k, s, p) @ wt.astype(np.float64) + bias
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 

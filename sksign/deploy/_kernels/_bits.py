@@ -30,6 +30,7 @@ __all__ = [
     "bit_accumulate",
     "count_bits",
     "if_neuron_pack",
+    "pack_affine_ge",
     "pack_ge",
     "unit_of_bit",
     "unpack_words",
@@ -93,6 +94,36 @@ def pack_ge(z, threshold, out, r0, r1):
                 u = base + j
                 # no branch on the bit (a coin toss for a step of BatchNorm)
                 word |= np.uint64(z[i, u] >= threshold[u]) * word_bit(j)
+            out[i, w] = word
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def pack_affine_ge(z, scale, shift, out, r0, r1):
+    """``out[i]`` = the packed bits ``z[i] * scale + shift >= 0``, rows ``r0:r1``.
+
+    A per-unit affine map (a product, then a sum, each rounded to float32,
+    as :func:`~sksign.deploy._kernels.affine_rows` computes it) and the step
+    of :func:`pack_ge` in one pass: the bits of a ``channel_affine``
+    followed by a step, without the affine map's float output.
+
+    Parameters
+    ----------
+    z : ndarray of shape (n_rows, n_units), dtype float32
+    scale, shift : ndarray of shape (n_units,), dtype float32
+    out : ndarray of shape (n_rows, ceil(n_units / 64)), dtype uint64
+        Receives the words; padding bits are zero.
+    r0, r1 : int
+        Row range.
+    """
+    n_units = z.shape[1]
+    for i in range(r0, r1):
+        for w in range(out.shape[1]):
+            word = np.uint64(0)
+            base = 64 * w
+            for j in range(min(64, n_units - base)):
+                u = base + j
+                v = z[i, u] * scale[u] + shift[u]
+                word |= np.uint64(v >= 0) * word_bit(j)
             out[i, w] = word
 
 

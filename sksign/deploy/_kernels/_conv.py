@@ -30,6 +30,7 @@ __all__ = [
     "UNROLL_FLOATS",
     "add_vectors",
     "block_buffers",
+    "epilogue_row",
     "float_conv",
     "mean_pool",
     "origins",
@@ -162,6 +163,36 @@ def block_buffers(width):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def epilogue_row(acc, start, bias, scale, shift, residual, row, out):
+    """``out[row] = acc[start : start + n_out] + bias``, then the fused ops.
+
+    If `scale` has entries, the sums then go through the affine map
+    ``* scale + shift`` (a ``channel_affine`` taken over); if `residual` has
+    rows, ``residual[row]`` is then added (an ``add`` taken over). Each step
+    is rounded to float32 as the op it replaces rounds it (a product, then a
+    sum; no fused multiply-add), so the output is the one the ops would give
+    one after the other.
+    """
+    n_out = out.shape[1]
+    o = out[row]
+    affine, residual_add = scale.shape[0] > 0, residual.shape[0] > 0
+    if not affine and not residual_add:
+        for c in range(n_out):
+            o[c] = acc[start + c] + bias[c]
+    elif not residual_add:
+        for c in range(n_out):
+            o[c] = (acc[start + c] + bias[c]) * scale[c] + shift[c]
+    elif not affine:
+        r = residual[row]
+        for c in range(n_out):
+            o[c] = (acc[start + c] + bias[c]) + r[c]
+    else:
+        r = residual[row]
+        for c in range(n_out):
+            o[c] = ((acc[start + c] + bias[c]) * scale[c] + shift[c]) + r[c]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def origins(b0, nb, g, org):
     """``org[r]`` = (sample * H, top row, left column) of the patch of row ``b0 + r``.
 
@@ -285,7 +316,7 @@ def xnor_conv(
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def float_conv(x, weights, g, bias, out, r0, r1):
+def float_conv(x, weights, g, bias, scale, shift, residual, out, r0, r1):
     """Real weights on channels-last float maps: ``out = conv(x) + bias``.
 
     A direct convolution: per block of output rows, tap and input channel,
@@ -305,11 +336,16 @@ def float_conv(x, weights, g, bias, out, r0, r1):
     g : ndarray of shape (8,), dtype int64
         Geometry, with ``C`` in place of the words per pixel.
     bias : ndarray of shape (n_out,), dtype float32
+    scale, shift : ndarray of shape (n_out,) or (0,), dtype float32
+        A per-channel affine map applied next (empty: none), see
+        :func:`epilogue_row`.
+    residual : ndarray of shape (n * Ho * Wo, n_out) or (0, 0), dtype float32
+        Maps added last (empty: none).
     out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
     r0, r1 : int
         Output row range.
     """
-    n_out, width = out.shape[1], weights.shape[1]
+    width = weights.shape[1]
     k, channels = g[3], g[2]
     block, acc, offs, org = block_buffers(width)
     flat = weights.reshape(-1)
@@ -336,10 +372,7 @@ def float_conv(x, weights, g, bias, out, r0, r1):
                         for c in range(0, width, LANES):
                             scaled_add_lanes(acc, dst + c, a, flat, src + c)
         for r in range(nb):
-            sums = acc[r * width : r * width + n_out]
-            o = out[b0 + r]
-            for c in range(n_out):
-                o[c] = sums[c] + bias[c]
+            epilogue_row(acc, r * width, bias, scale, shift, residual, b0 + r, out)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -33,6 +33,7 @@ from sksign.deploy._kernels._conv import (
     UNROLL_FLOATS,
     add_vectors,
     block_buffers,
+    epilogue_row,
     origins,
     tap_offset,
 )
@@ -143,7 +144,22 @@ def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def sum_conv(x, table, nib_word, nib_shift, weights, by_table, g, bias, out, r0, r1):
+def sum_conv(
+    x,
+    table,
+    nib_word,
+    nib_shift,
+    weights,
+    by_table,
+    g,
+    bias,
+    scale,
+    shift,
+    residual,
+    out,
+    r0,
+    r1,
+):
     """Real weights on bit maps: ``out = conv(bits) + bias``, float32.
 
     Parameters
@@ -167,21 +183,23 @@ def sum_conv(x, table, nib_word, nib_shift, weights, by_table, g, bias, out, r0,
     g : ndarray of shape (8,), dtype int64
         Geometry.
     bias : ndarray of shape (n_out,), dtype float32
+    scale, shift : ndarray of shape (n_out,) or (0,), dtype float32
+        A per-channel affine map applied next (empty: none), see
+        :func:`~sksign.deploy._kernels._conv.epilogue_row`.
+    residual : ndarray of shape (n * Ho * Wo, n_out) or (0, 0), dtype float32
+        Maps added last (empty: none).
     out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
     r0, r1 : int
         Output row range.
     """
-    n_out, width = out.shape[1], weights.shape[1]
+    width = weights.shape[1]
     block, acc, offs, org = block_buffers(width)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
         for r in range(nb):
-            a = acc[r * width : r * width + n_out]
-            o = out[b0 + r]
-            for c in range(n_out):
-                o[c] = a[c] + bias[c]
+            epilogue_row(acc, r * width, bias, scale, shift, residual, b0 + r, out)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

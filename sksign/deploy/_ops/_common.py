@@ -32,12 +32,14 @@ __all__ = [
     "BYTE_TABLE_MAX_BYTES",
     "BYTE_TABLE_ROW_BYTES",
     "LUT_MAX_BYTES",
+    "MAP_CONV_EPILOGUES",
     "NIBBLE_TABLE_ROW_BYTES",
     "SPARSE_DENSITY",
     "Context",
     "SumConv",
     "channels_first",
     "density",
+    "map_conv_epilogue",
     "one_pixel",
     "pack_rows",
     "quantise",
@@ -221,6 +223,32 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     z = dense.astype(np.float32, copy=False) @ wt
     run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
     return out
+
+
+#: What a map convolution takes over (see :mod:`sksign.deploy._fusion`): the
+#: BatchNorm after it, the residual add, or both in that order.
+MAP_CONV_EPILOGUES = (("channel_affine", "add"), ("add",))
+
+
+def map_conv_epilogue(epilogue, ctx, oc):
+    """``finish(xs, rows) -> (scale, shift, residual)`` for the convolution's
+    epilogue kernels (:func:`~sksign.deploy._kernels._conv.epilogue_row`):
+    the ``channel_affine`` and ``add`` layers in `epilogue`, empty arrays for
+    those absent; the residual is the run's second input."""
+    scale = shift = np.zeros(0, np.float32)
+    adds = False
+    for layer in epilogue:
+        if layer["op"] == "channel_affine":
+            scale, shift = ctx.tensor(layer, "scale"), ctx.tensor(layer, "shift")
+        else:  # "add": the other input, after the conv's own
+            adds = True
+    none = np.zeros((0, 0), np.float32)
+
+    def finish(xs, rows):
+        residual = xs[1].reshape(rows, oc) if adds else none
+        return scale, shift, residual
+
+    return finish
 
 
 def same_maps(shape, attrs):

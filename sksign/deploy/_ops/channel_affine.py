@@ -1,7 +1,9 @@
 """``channel_affine``: a per-channel affine map of channels-last float maps.
 
 One pass (:func:`sksign.deploy._kernels.affine_rows`) over rows of whole
-pixels, the scale and shift tiled over a row at load.
+pixels, the scale and shift tiled over a row at load. A step after it runs in
+the same pass (:func:`sksign.deploy._kernels.pack_affine_ge`), writing the
+bits and no float maps.
 """
 
 # Authors: The sksign developers
@@ -11,17 +13,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import affine_rows
+from sksign.deploy._format import OpSpec, words_per_pixel
+from sksign.deploy._kernels import affine_rows, pack_affine_ge
 from sksign.deploy._ops._common import run_rows, same_maps
 
 #: Most floats of a row of :func:`~sksign.deploy._kernels.affine_rows`.
 ROW_FLOATS = 1024
 
 
-def prepare(layer, ctx):
+def prepare(layer, ctx, epilogue=()):
     c, h, w = layer["attrs"]["shape"]
     scale, shift = ctx.tensor(layer, "scale"), ctx.tensor(layer, "shift")
+    if epilogue:  # a pixel_step: the bits of each pixel
+
+        def run_step(xs, n, n_threads):
+            x = xs[0].reshape(-1, c)
+            out = np.empty((len(x), words_per_pixel(c)), dtype=np.uint64)
+            run_rows(pack_affine_ge, len(x), n_threads, x, scale, shift, out)
+            return out.reshape(xs[0].shape[0], -1)
+
+        return run_step
     # the most pixels of a sample's map that divide it and fit a row
     pixels = max(
         m
@@ -49,4 +60,5 @@ SPEC = OpSpec(
     geometry=same_maps,
     arithmetic="scale, shift",
     prepare=prepare,
+    epilogues=(("pixel_step",),),
 )

@@ -3,7 +3,8 @@
 A direct convolution (:func:`sksign.deploy._kernels.float_conv`): no im2col,
 the weight rows of each tap and input channel scaled and added in vectors,
 zero inputs skipped (the padding, and most of the spike counts of a
-SEW-ResNet's "add" maps).
+SEW-ResNet's "add" maps). A BatchNorm after it and a residual add can run in
+its pass (``MAP_CONV_EPILOGUES``).
 """
 
 # Authors: The sksign developers
@@ -16,10 +17,14 @@ import numpy as np
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import LANES, float_conv
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
-from sksign.deploy._ops._common import run_rows
+from sksign.deploy._ops._common import (
+    MAP_CONV_EPILOGUES,
+    map_conv_epilogue,
+    run_rows,
+)
 
 
-def prepare(layer, ctx):
+def prepare(layer, ctx, epilogue=()):
     attrs = layer["attrs"]
     c, oc = attrs["shape"][0], attrs["channels"]
     bias = ctx.tensor(layer, "bias")
@@ -33,11 +38,12 @@ def prepare(layer, ctx):
     g = map_geometry(attrs)
     g[2] = c  # floats per pixel
     pixels = int(g[6] * g[7])
+    finish = map_conv_epilogue(epilogue, ctx, oc)
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = np.empty((rows, oc), dtype=np.float32)
-        args = (xs[0].reshape(-1), weights, g, bias, out)
+        args = (xs[0].reshape(-1), weights, g, bias, *finish(xs, rows), out)
         run_rows(float_conv, rows, n_threads, *args)
         return out.reshape(xs[0].shape[0], -1)
 
@@ -54,4 +60,5 @@ SPEC = OpSpec(
     geometry=map_conv_geometry,
     arithmetic="float conv",
     prepare=prepare,
+    epilogues=MAP_CONV_EPILOGUES,
 )
