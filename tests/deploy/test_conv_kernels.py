@@ -204,6 +204,13 @@ def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
     assert sums.args(64)[0].shape[2] == 16  # nibbles
     assert sums.args(1)[-1] is False  # by weight rows
     assert sums.bound(1).shape == (oc,)
+    # maps with few bits set sum by weight rows, at any number of rows
+    assert sums.args(10**6, sparse=True)[-1] is False
+    assert np.all(sums.bound(10**6, sparse=True) > sums.bound(10**6))  # more terms
+    for share, sparse in [(0.0, True), (0.01, True), (0.03, False), (0.5, False)]:
+        _, words = _maps(rng, 4, c, 8, density=share)
+        # below C / 800 = 2% of the bits set (16 channels)
+        assert sums.sparse(words) is sparse
     monkeypatch.setattr(_common, "LUT_MAX_BYTES", 0)
     monkeypatch.setattr(_common, "BYTE_TABLE_MAX_BYTES", 0)
     rows = SumConv(layer, Context({"w": wt}, {}))
@@ -211,23 +218,36 @@ def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
     np.testing.assert_array_equal(rows.args(1)[3][:, :oc], wt)
 
 
+def _in_order_float32(patches, wt, bias):
+    """``patches @ wt + bias`` summed in float32 unit by unit, in patch order."""
+    sums = np.zeros((len(patches), wt.shape[1]), np.float32)
+    for u in range(wt.shape[0]):  # a product, then a sum, each rounded
+        sums = sums + patches[:, u : u + 1].astype(np.float32) * wt[u]
+    return sums + bias
+
+
+@pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
-def test_float_conv_equals_a_float64_product(n, c, size, oc, k, s, p):
-    """Check the direct float conv (zero inputs skipped) against im2col @ w."""
+def test_float_conv_equals_a_float64_product(n, c, size, oc, k, s, p, sparse):
+    """Check the direct float conv (every input, or the nonzero ones) against
+    im2col @ w in float64, and its float32 sums bit for bit against the same
+    sums made in patch order."""
     rng = np.random.default_rng(c * 17 + oc)
     x = rng.standard_normal((n, size, size, c)).astype(np.float32)
     x[rng.random(x.shape) < 0.5] = 0  # sparse, as spike counts are
     wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
-    weights = np.zeros((len(wt), -(-oc // 8) * 8), np.float32)
+    weights = np.zeros((len(wt), padded_width(oc)), np.float32)
     weights[:, :oc] = wt
     bias = rng.standard_normal(oc).astype(np.float32)
     g = map_geometry(_attrs(c, size, oc, k, s, p))
     g[2] = c  # floats per pixel
     rows = n * int(g[6] * g[7])
     out = np.empty((rows, oc), np.float32)
-    float_conv(x.reshape(-1), weights, g, bias, *NO_EPILOGUE, out, 0, rows)
-    ref = _patches(x, k, s, p) @ wt.astype(np.float64) + bias
+    float_conv(x.reshape(-1), weights, sparse, g, bias, *NO_EPILOGUE, out, 0, rows)
+    patches = _patches(x, k, s, p)
+    ref = patches @ wt.astype(np.float64) + bias
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out, _in_order_float32(patches, wt, bias))
 
 
 @pytest.mark.parametrize(("n", "c", "h", "w", "k"), [(2, 5, 7, 9, 2), (1, 3, 6, 6, 3)])

@@ -186,7 +186,7 @@ def test_conv_epilogues_equal_the_ops_they_take_over(affine, add, float_maps):
         g[2] = c
 
         def conv(*epilogue, out):
-            float_conv(x, weights, g, bias, *epilogue, out, 0, rows)
+            float_conv(x, weights, False, g, bias, *epilogue, out, 0, rows)
 
     else:
         bits = (rng.random((n, size * size * c)) < 0.5).astype(np.float32)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import literal_unroll, literally, njit, types
 from numba.extending import intrinsic
 
 from sksign.kernels import popcount64
@@ -34,7 +34,7 @@ __all__ = [
     "float_conv",
     "mean_pool",
     "origins",
-    "scaled_add_lanes",
+    "scaled_add_rows",
     "tap_offset",
     "xnor_conv",
 ]
@@ -103,46 +103,86 @@ def add_vectors(typingctx, dst, i, src, j, n_vec):
     return types.void(dst, i, src, j, n_vec), codegen
 
 
-@intrinsic
-def scaled_add_lanes(typingctx, dst, i, a, src, j):
-    """``dst.flat[i : i + 8] += a * src.flat[j : j + 8]``, float32, in vectors.
+@intrinsic(prefer_literal=True)
+def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
+    """``dst.flat[i : i + 8 n_vec] += sum_t a_t * src.flat[k + t stride :][: 8 n_vec]``.
 
-    A product, then a sum, each rounded to float32 (no fused multiply-add),
-    as :func:`add_vectors` says them.
+    With ``a_t = xs.flat[j + t]``, over ``t = 0 .. n - 1`` in that order:
+    float32, each product and each sum rounded (no fused multiply-add), the
+    `n_vec` vectors of sums held in registers through the loop (said in LLVM
+    IR: a loop whose sums go through memory is bound by its stores), `n_vec`
+    a literal. C-contiguous arrays, indices in range (not checked).
     """
     if not (
-        isinstance(dst, types.Array)
+        isinstance(n_vec, types.IntegerLiteral)
+        and isinstance(dst, types.Array)
+        and isinstance(xs, types.Array)
         and isinstance(src, types.Array)
-        and dst.dtype == types.float32
-        and src.dtype == types.float32
-        and a == types.float32
-        and isinstance(i, types.Integer)
-        and isinstance(j, types.Integer)
+        and dst.dtype == xs.dtype == src.dtype == types.float32
     ):
         return None
+    n_vectors = n_vec.literal_value
 
-    def codegen(context, builder, signature, args):
+    def codegen(context, builder, sig, args):
         vec = ir.VectorType(ir.FloatType(), LANES)
-        ptrs = []
-        for arr, idx, arr_t, idx_t in (
-            (args[0], args[1], signature.args[0], signature.args[1]),
-            (args[3], args[4], signature.args[3], signature.args[4]),
-        ):
-            data = context.make_array(arr_t)(context, builder, arr).data
-            offset = context.cast(builder, idx, idx_t, types.int64)
-            ptrs.append(builder.bitcast(builder.gep(data, [offset]), vec.as_pointer()))
-        scale = ir.Constant(vec, ir.Undefined)
-        for lane in range(LANES):
-            scale = builder.insert_element(
-                scale, args[2], ir.Constant(ir.IntType(32), lane)
+        i64 = ir.IntType(64)
+
+        def data(pos):
+            return context.make_array(sig.args[pos])(context, builder, args[pos]).data
+
+        def int64(pos):
+            return context.cast(builder, args[pos], sig.args[pos], types.int64)
+
+        out, x, rows = data(0), data(2), data(4)
+        at, j, k, n, stride = (int64(pos) for pos in (1, 3, 5, 6, 7))
+
+        def vector_at(base, index, v):
+            offset = builder.add(index, ir.Constant(i64, LANES * v))
+            return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
+
+        sums_ptrs = [vector_at(out, at, v) for v in range(n_vectors)]
+        start = [builder.load(p, align=4) for p in sums_ptrs]
+        entry = builder.block
+        loop = builder.append_basic_block("scaled_rows")
+        done = builder.append_basic_block("scaled_rows_done")
+        builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        t = builder.phi(i64)
+        t.add_incoming(ir.Constant(i64, 0), entry)
+        sums = []
+        for v in range(n_vectors):
+            phi = builder.phi(vec)
+            phi.add_incoming(start[v], entry)
+            sums.append(phi)
+        a = builder.load(builder.gep(x, [builder.add(j, t)]), align=4)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+        a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, lane0)
+        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        a = builder.shuffle_vector(a, ir.Constant(vec, ir.Undefined), every_lane)
+        row = builder.add(k, builder.mul(t, stride))
+        new = [
+            builder.fadd(
+                sums[v], builder.fmul(a, builder.load(vector_at(rows, row, v), align=4))
             )
-        product = builder.fmul(scale, builder.load(ptrs[1], align=4))
-        builder.store(
-            builder.fadd(builder.load(ptrs[0], align=4), product), ptrs[0], align=4
-        )
+            for v in range(n_vectors)
+        ]
+        t_next = builder.add(t, ir.Constant(i64, 1))
+        t.add_incoming(t_next, loop)
+        for v in range(n_vectors):
+            sums[v].add_incoming(new[v], loop)
+        builder.cbranch(builder.icmp_signed("<", t_next, n), loop, done)
+        builder.position_at_end(done)
+        final = []
+        for v in range(n_vectors):  # the phis first, then the stores
+            phi = builder.phi(vec)
+            phi.add_incoming(start[v], entry)
+            phi.add_incoming(new[v], loop)
+            final.append(phi)
+        for v in range(n_vectors):
+            builder.store(final[v], sums_ptrs[v], align=4)
         return context.get_dummy_value()
 
-    return types.void(dst, i, a, src, j), codegen
+    return types.void(dst, i, xs, j, src, k, n, stride, n_vec), codegen
 
 
 #: Floats of the sums of a block of output rows (they stay in L1 while a
@@ -315,16 +355,100 @@ def xnor_conv(
             pix = pix + 1 if pix + 1 < n_pix else 0
 
 
+#: Inputs of a run of :func:`scaled_add_rows` in :func:`float_conv`: the
+#: weights it reads (this many rows of 64 floats) stay in L1 while every row
+#: of a block of outputs reads them.
+FLOAT_CONV_RUN = 64
+
+
 @njit(cache=True, nogil=True, fastmath=False)
-def float_conv(x, weights, g, bias, scale, shift, residual, out, r0, r1):
+def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
+    """``acc[r]`` += the float32 sums of block row r, `n_vec` vectors at a time.
+
+    Per row of the patch (ky), run of at most :data:`FLOAT_CONV_RUN` inputs
+    and slice of outputs, every row of the block in turn: each row adds its
+    inputs in the order ``(kx, c)``, whatever the block.
+    """
+    literally(n_vec)
+    k, channels = g[3], g[2]
+    chunk = n_vec * LANES
+    span = k * channels  # the inputs of a row of the patch
+    for ky in range(k):
+        for t0 in range(0, span, FLOAT_CONV_RUN):
+            t1 = min(span, t0 + FLOAT_CONV_RUN)
+            for c in range(0, width, chunk):
+                w0 = ky * span * width + c
+                for r in range(nb):
+                    iy, ix = org[r, 1] + ky, org[r, 2]
+                    if iy < 0 or iy >= g[0]:
+                        continue
+                    dst = r * width + c
+                    base = tap_offset(org, r, ky, 0, g) if ix >= 0 else -1
+                    if ix >= 0 and ix + k <= g[1]:
+                        # the taps of the patch's row are adjacent pixels
+                        n = t1 - t0
+                        scaled_add_rows(
+                            acc,
+                            dst,
+                            x,
+                            base + t0,
+                            flat,
+                            w0 + t0 * width,
+                            n,
+                            width,
+                            n_vec,
+                        )
+                        continue
+                    for kx in range(t0 // channels, (t1 - 1) // channels + 1):
+                        if ix + kx < 0 or ix + kx >= g[1]:
+                            continue  # zero padding adds nothing
+                        a = max(t0, kx * channels)
+                        b = min(t1, (kx + 1) * channels)
+                        o = tap_offset(org, r, ky, kx, g) + a - kx * channels
+                        scaled_add_rows(
+                            acc, dst, x, o, flat, w0 + a * width, b - a, width, n_vec
+                        )
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _sparse_rows(x, flat, g, acc, offs, org, nb, width, n_vec):
+    """:func:`_float_rows` for sparse maps: the zero inputs skipped.
+
+    Per tap and input channel, the rows of the block whose input is not 0
+    add its weight row scaled (the rows of the block share each weight row
+    read); the same sums, in the same order.
+    """
+    literally(n_vec)
+    k, channels = g[3], g[2]
+    chunk = n_vec * LANES
+    for ky in range(k):
+        for kx in range(k):
+            for r in range(nb):
+                offs[r] = tap_offset(org, r, ky, kx, g)
+            tap = (ky * k + kx) * channels
+            for ch in range(channels):
+                src = (tap + ch) * width
+                for r in range(nb):
+                    o = offs[r]
+                    if o < 0 or x[o + ch] == 0:
+                        continue
+                    for c in range(0, width, chunk):
+                        dst = r * width + c
+                        scaled_add_rows(acc, dst, x, o + ch, flat, src + c, 1, 0, n_vec)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1):
     """Real weights on channels-last float maps: ``out = conv(x) + bias``.
 
-    A direct convolution: per block of output rows, tap and input channel,
-    the weight row of that channel is scaled by each row's input and added
-    (:func:`scaled_add_lanes`), the rows of a block sharing each weight row
-    read; zero inputs (the padding, and most of the small integer maps of
-    spike counts) are skipped. The float32 sums go in the order ``(ky, kx,
-    c)``, whatever the block.
+    A direct convolution: per output row and tap, the weight rows of the
+    tap's channels scaled by the inputs and added with the sums in
+    registers (:func:`scaled_add_rows`; the taps of a row of the patch in
+    one run where none is padded), or, on `sparse` maps, each nonzero input
+    alone (zero inputs skipped: a branch that pays where nearly all are
+    zero, as in the spike counts of an untrained SEW-ResNet). The float32
+    sums go in the order ``(ky, kx, c)``, each product and sum rounded,
+    whatever the block and the path (a zero input adds nothing).
 
     Parameters
     ----------
@@ -332,7 +456,9 @@ def float_conv(x, weights, g, bias, scale, shift, residual, out, r0, r1):
         The maps, flat (channels last).
     weights : ndarray of shape (k * k * C, width), dtype float32
         One row per patch unit ``(ky, kx, c)``, the outputs padded with zeros
-        to ``width``, a multiple of :data:`LANES`.
+        to ``width`` (:func:`padded_width`).
+    sparse : bool
+        Skip the zero inputs one by one.
     g : ndarray of shape (8,), dtype int64
         Geometry, with ``C`` in place of the words per pixel.
     bias : ndarray of shape (n_out,), dtype float32
@@ -346,31 +472,20 @@ def float_conv(x, weights, g, bias, scale, shift, residual, out, r0, r1):
         Output row range.
     """
     width = weights.shape[1]
-    k, channels = g[3], g[2]
     block, acc, offs, org = block_buffers(width)
     flat = weights.reshape(-1)
+    n_vec = min(width, UNROLL_FLOATS) // LANES
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         for i in range(nb * width):
             acc[i] = 0.0
         origins(b0, nb, g, org)
-        for ky in range(k):
-            for kx in range(k):
-                for r in range(nb):
-                    offs[r] = tap_offset(org, r, ky, kx, g)
-                tap = (ky * k + kx) * channels
-                for ch in range(channels):
-                    src = (tap + ch) * width
-                    for r in range(nb):
-                        o = offs[r]
-                        if o < 0:
-                            continue
-                        a = x[o + ch]
-                        if a == 0:
-                            continue
-                        dst = r * width
-                        for c in range(0, width, LANES):
-                            scaled_add_lanes(acc, dst + c, a, flat, src + c)
+        for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
+            if count == n_vec:
+                if sparse:
+                    _sparse_rows(x, flat, g, acc, offs, org, nb, width, count)
+                else:
+                    _float_rows(x, flat, g, acc, org, nb, width, count)
         for r in range(nb):
             epilogue_row(acc, r * width, bias, scale, shift, residual, b0 + r, out)
 

@@ -35,6 +35,7 @@ __all__ = [
     "MAP_CONV_EPILOGUES",
     "NIBBLE_TABLE_ROW_BYTES",
     "SPARSE_DENSITY",
+    "SPARSE_MAP_CHANNELS",
     "Context",
     "SumConv",
     "channels_first",
@@ -78,6 +79,12 @@ BYTE_TABLE_ROW_BYTES = 128
 #: output row, else by weight rows (measured alike: 1.2-1.5x faster on a
 #: batch of one of the last two stages).
 NIBBLE_TABLE_ROW_BYTES = 4096
+#: A real-weights convolution sums by weight rows, whatever its tables, on
+#: maps of C channels with fewer than C / SPARSE_MAP_CHANNELS of their bits
+#: set (measured alike on batches of 64: weight rows win below about 2%, 4%,
+#: 20% and 30% set bits at 16, 32, 64 and 128 channels; at none set they
+#: take 2-15x less time than the tables).
+SPARSE_MAP_CHANNELS = 800
 
 
 class Context:
@@ -274,7 +281,10 @@ class SumConv:
     nibbles when theirs takes at most :data:`NIBBLE_TABLE_ROW_BYTES`, else
     by weight rows (a quarter of the bytes of the nibble tables: a batch of
     one in the last stages of a ResNet-18, where reading the tables from
-    memory costs more than the sums they save).
+    memory costs more than the sums they save). Maps with fewer than
+    ``C / SPARSE_MAP_CHANNELS`` of their bits set (spikes, mostly) sum by
+    weight rows too: their cost follows the active bits, the tables' does
+    not.
 
     Parameters
     ----------
@@ -287,6 +297,7 @@ class SumConv:
         attrs = layer["attrs"]
         c, k, oc = attrs["shape"][0], attrs["kernel"], attrs["channels"]
         width = padded_width(oc)
+        self.channels = c
         self.wt = ctx.tensor(layer, "weight_t")
 
         def pad(wt):
@@ -309,8 +320,16 @@ class SumConv:
                     lambda wt, bits=bits: nibble_tables(wt, c, k, width, bits),
                 )
 
-    def _tables(self, rows):
+    def sparse(self, maps):
+        """Whether the bit maps `maps` (a call's input words) are sparse enough
+        to sum by weight rows."""
+        n_bits = maps.size // words_per_pixel(self.channels) * self.channels
+        return count_bits(maps) * SPARSE_MAP_CHANNELS < n_bits * self.channels
+
+    def _tables(self, rows, sparse):
         """The tables a call of `rows` output rows reads (None: weight rows)."""
+        if sparse:
+            return None
         byte, nibble = self.tables.get(8), self.tables.get(4)
         if byte is not None and byte[0].nbytes <= rows * BYTE_TABLE_ROW_BYTES:
             return byte
@@ -318,9 +337,10 @@ class SumConv:
             return nibble
         return None
 
-    def args(self, rows):
-        """``(table, group_word, group_shift, weights, by_table)`` for `rows` rows."""
-        tables = self._tables(rows)
+    def args(self, rows, sparse=False):
+        """``(table, group_word, group_shift, weights, by_table)`` for `rows`
+        rows (of :meth:`sparse` maps)."""
+        tables = self._tables(rows, sparse)
         if tables is None:
             width = self.weights.shape[1]
             empty = np.zeros((0, 0, 16, width), np.float32)
@@ -333,9 +353,9 @@ class SumConv:
             )
         return (*tables, self.weights, True)
 
-    def bound(self, rows):
+    def bound(self, rows, sparse=False):
         """:func:`sum_bound` of the sums a call of `rows` rows makes."""
-        tables = self._tables(rows)
+        tables = self._tables(rows, sparse)
         # at most one term per tap and group of bits, or per active bit
         n_terms = (
             len(self.wt) if tables is None else tables[0].shape[0] * tables[0].shape[1]

@@ -36,7 +36,8 @@ def prepare(layer, ctx, epilogue=()):
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = np.empty((rows, oc), dtype=np.float32)
-        args = (xs[0].reshape(-1), *sums.args(rows), g, bias, *finish(xs, rows), out)
+        tables = sums.args(rows, sums.sparse(xs[0]))
+        args = (xs[0].reshape(-1), *tables, g, bias, *finish(xs, rows), out)
         run_rows(sum_conv, rows, n_threads, *args)
         return out.reshape(xs[0].shape[0], -1)
 

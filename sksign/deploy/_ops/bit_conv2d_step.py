@@ -32,7 +32,9 @@ def prepare(layer, ctx):
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = np.empty((rows, -(-oc // 64)), dtype=np.uint64)
-        args = (xs[0].reshape(-1), *sums.args(rows), g, threshold, sums.bound(rows))
+        sparse = sums.sparse(xs[0])
+        tables, bound = sums.args(rows, sparse), sums.bound(rows, sparse)
+        args = (xs[0].reshape(-1), *tables, g, threshold, bound)
         run_rows(sum_conv_step, rows, n_threads, *args, w_rows, out)
         return out.reshape(xs[0].shape[0], -1)
 
