@@ -19,16 +19,11 @@ from sksign.deploy._kernels._bits import (
     unit_of_bit,
     unpack_words,
 )
-from sksign.deploy._kernels._conv import (
-    LANES,
-    float_conv,
-    mean_pool,
-    padded_width,
-    xnor_conv,
-)
+from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import sum_conv, sum_conv_step
+from sksign.deploy._kernels._vectors import LANES, padded_width
 from sksign.deploy._kernels._xnor import xnor_affine
 
 __all__ = [

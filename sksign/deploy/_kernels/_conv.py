@@ -18,171 +18,28 @@ work). The real-weights kernels are in :mod:`sksign.deploy._kernels._sums`.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import literal_unroll, literally, njit, types
-from numba.extending import intrinsic
+from numba import literal_unroll, literally, njit
 
+from sksign.deploy._kernels._vectors import (
+    LANES,
+    UNROLL_FLOATS,
+    scaled_add_rows,
+)
 from sksign.kernels import popcount64
 
 __all__ = [
     "BLOCK_FLOATS",
-    "LANES",
-    "UNROLL_FLOATS",
-    "add_vectors",
     "block_buffers",
     "epilogue_row",
     "float_conv",
     "mean_pool",
     "origins",
-    "scaled_add_rows",
     "tap_offset",
     "xnor_conv",
 ]
 
-#: Floats of one vector add of :func:`add_vectors` (the output widths of the
-#: real-weights kernels are padded to a multiple of it).
-LANES = 8
 #: Output rows of a block in :func:`xnor_conv` (one division per block).
 XNOR_CONV_BLOCK = 64
-
-
-#: Most floats added by one :func:`add_vectors`: an output width above it
-#: is padded to a multiple of it (:func:`padded_width`).
-UNROLL_FLOATS = 64
-
-
-def padded_width(n_out):
-    """`n_out` in whole vectors, or in whole :data:`UNROLL_FLOATS` above it."""
-    step = LANES if n_out <= UNROLL_FLOATS else UNROLL_FLOATS
-    return -(-n_out // step) * step
-
-
-@intrinsic(prefer_literal=True)
-def add_vectors(typingctx, dst, i, src, j, n_vec):
-    """``dst.flat[i : i + 8 n_vec] += src.flat[j : j + 8 n_vec]``, float32, in vectors.
-
-    The loop vectoriser cannot turn a sum of a few floats into vector adds
-    (a short loop runs its scalar remainder, after a runtime alias check),
-    and a loop over a few vectors whose count the compiler does not know
-    costs about as much as the adds it makes: this says the `n_vec` vector
-    adds in LLVM IR, unrolled, `n_vec` a literal (see
-    :func:`numba.literally`). C-contiguous arrays, indices in range (not
-    checked).
-    """
-    if not (
-        isinstance(n_vec, types.IntegerLiteral)
-        and isinstance(dst, types.Array)
-        and isinstance(src, types.Array)
-        and dst.dtype == types.float32
-        and src.dtype == types.float32
-        and isinstance(i, types.Integer)
-        and isinstance(j, types.Integer)
-    ):
-        return None
-    n_vectors = n_vec.literal_value
-
-    def codegen(context, builder, signature, args):
-        vec = ir.VectorType(ir.FloatType(), LANES).as_pointer()
-        step = ir.Constant(ir.IntType(64), LANES)
-        ptrs = []
-        for arr, idx, arr_t, idx_t in (
-            (args[0], args[1], signature.args[0], signature.args[1]),
-            (args[2], args[3], signature.args[2], signature.args[3]),
-        ):
-            data = context.make_array(arr_t)(context, builder, arr).data
-            ptrs.append((data, context.cast(builder, idx, idx_t, types.int64)))
-        (out, at), (rows, start) = ptrs
-        for _ in range(n_vectors):
-            p = builder.bitcast(builder.gep(out, [at]), vec)
-            q = builder.bitcast(builder.gep(rows, [start]), vec)
-            total = builder.fadd(builder.load(p, align=4), builder.load(q, align=4))
-            builder.store(total, p, align=4)
-            at, start = builder.add(at, step), builder.add(start, step)
-        return context.get_dummy_value()
-
-    return types.void(dst, i, src, j, n_vec), codegen
-
-
-@intrinsic(prefer_literal=True)
-def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
-    """``dst.flat[i : i + 8 n_vec] += sum_t a_t * src.flat[k + t stride :][: 8 n_vec]``.
-
-    With ``a_t = xs.flat[j + t]``, over ``t = 0 .. n - 1`` in that order:
-    float32, each product and each sum rounded (no fused multiply-add), the
-    `n_vec` vectors of sums held in registers through the loop (said in LLVM
-    IR: a loop whose sums go through memory is bound by its stores), `n_vec`
-    a literal. C-contiguous arrays, indices in range (not checked).
-    """
-    if not (
-        isinstance(n_vec, types.IntegerLiteral)
-        and isinstance(dst, types.Array)
-        and isinstance(xs, types.Array)
-        and isinstance(src, types.Array)
-        and dst.dtype == xs.dtype == src.dtype == types.float32
-    ):
-        return None
-    n_vectors = n_vec.literal_value
-
-    def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.FloatType(), LANES)
-        i64 = ir.IntType(64)
-
-        def data(pos):
-            return context.make_array(sig.args[pos])(context, builder, args[pos]).data
-
-        def int64(pos):
-            return context.cast(builder, args[pos], sig.args[pos], types.int64)
-
-        out, x, rows = data(0), data(2), data(4)
-        at, j, k, n, stride = (int64(pos) for pos in (1, 3, 5, 6, 7))
-
-        def vector_at(base, index, v):
-            offset = builder.add(index, ir.Constant(i64, LANES * v))
-            return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
-
-        sums_ptrs = [vector_at(out, at, v) for v in range(n_vectors)]
-        start = [builder.load(p, align=4) for p in sums_ptrs]
-        entry = builder.block
-        loop = builder.append_basic_block("scaled_rows")
-        done = builder.append_basic_block("scaled_rows_done")
-        builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
-        builder.position_at_end(loop)
-        t = builder.phi(i64)
-        t.add_incoming(ir.Constant(i64, 0), entry)
-        sums = []
-        for v in range(n_vectors):
-            phi = builder.phi(vec)
-            phi.add_incoming(start[v], entry)
-            sums.append(phi)
-        a = builder.load(builder.gep(x, [builder.add(j, t)]), align=4)
-        lane0 = ir.Constant(ir.IntType(32), 0)
-        a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, lane0)
-        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-        a = builder.shuffle_vector(a, ir.Constant(vec, ir.Undefined), every_lane)
-        row = builder.add(k, builder.mul(t, stride))
-        new = [
-            builder.fadd(
-                sums[v], builder.fmul(a, builder.load(vector_at(rows, row, v), align=4))
-            )
-            for v in range(n_vectors)
-        ]
-        t_next = builder.add(t, ir.Constant(i64, 1))
-        t.add_incoming(t_next, loop)
-        for v in range(n_vectors):
-            sums[v].add_incoming(new[v], loop)
-        builder.cbranch(builder.icmp_signed("<", t_next, n), loop, done)
-        builder.position_at_end(done)
-        final = []
-        for v in range(n_vectors):  # the phis first, then the stores
-            phi = builder.phi(vec)
-            phi.add_incoming(start[v], entry)
-            phi.add_incoming(new[v], loop)
-            final.append(phi)
-        for v in range(n_vectors):
-            builder.store(final[v], sums_ptrs[v], align=4)
-        return context.get_dummy_value()
-
-    return types.void(dst, i, xs, j, src, k, n, stride, n_vec), codegen
 
 
 #: Floats of the sums of a block of output rows (they stay in L1 while a
@@ -355,9 +212,9 @@ def xnor_conv(
             pix = pix + 1 if pix + 1 < n_pix else 0
 
 
-#: Inputs of a run of :func:`scaled_add_rows` in :func:`float_conv`: the
-#: weights it reads (this many rows of 64 floats) stay in L1 while every row
-#: of a block of outputs reads them.
+#: Inputs of a run of ``scaled_add_rows`` in :func:`float_conv`: the weights
+#: it reads (this many rows of 64 floats) stay in L1 while every row of a
+#: block of outputs reads them.
 FLOAT_CONV_RUN = 64
 
 
@@ -443,10 +300,11 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
 
     A direct convolution: per output row and tap, the weight rows of the
     tap's channels scaled by the inputs and added with the sums in
-    registers (:func:`scaled_add_rows`; the taps of a row of the patch in
-    one run where none is padded), or, on `sparse` maps, each nonzero input
-    alone (zero inputs skipped: a branch that pays where nearly all are
-    zero, as in the spike counts of an untrained SEW-ResNet). The float32
+    registers (:func:`~sksign.deploy._kernels._vectors.scaled_add_rows`;
+    the taps of a row of the patch in one run where none is padded), or,
+    on `sparse` maps, each nonzero input alone (zero inputs skipped: a
+    branch that pays where nearly all are zero, as in the spike counts of
+    an untrained SEW-ResNet). The float32
     sums go in the order ``(ky, kx, c)``, each product and sum rounded,
     whatever the block and the path (a zero input adds nothing).
 
@@ -456,7 +314,7 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
         The maps, flat (channels last).
     weights : ndarray of shape (k * k * C, width), dtype float32
         One row per patch unit ``(ky, kx, c)``, the outputs padded with zeros
-        to ``width`` (:func:`padded_width`).
+        to ``width`` (:func:`~sksign.deploy._kernels._vectors.padded_width`).
     sparse : bool
         Skip the zero inputs one by one.
     g : ndarray of shape (8,), dtype int64

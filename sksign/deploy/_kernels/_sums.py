@@ -29,14 +29,12 @@ from numba import literal_unroll, literally, njit
 
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
-    LANES,
-    UNROLL_FLOATS,
-    add_vectors,
     block_buffers,
     epilogue_row,
     origins,
     tap_offset,
 )
+from sksign.deploy._kernels._vectors import LANES, UNROLL_FLOATS, add_vectors
 from sksign.kernels import popcount64
 
 __all__ = ["sum_conv", "sum_conv_step"]
@@ -69,9 +67,13 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec):
                     if o < 0:
                         continue  # zero padding: 0 bits add nothing
                     # a zero group adds its row of zeros: a branch on it
-                    # would be mispredicted more often than the add costs
-                    v = np.int64((x[o + wd] >> sh) & mask)
+                    # would be mispredicted more often than the add costs;
+                    # an unsigned index spares the negative-index fix-up
+                    v = np.int64((x[np.uint64(o + wd)] >> sh) & mask)
                     src, dst = base + v * width, r * width
+                    if width == chunk:  # one run of adds, no loop around it
+                        add_vectors(acc, dst, flat, src, n_vec)
+                        continue
                     for c in range(0, width, chunk):
                         add_vectors(acc, dst + c, flat, src + c, n_vec)
 
@@ -82,7 +84,8 @@ def _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec):
 
     Row by row, each over its own bits (a branch per row and bit on whether
     the row has it would be a coin toss); the rows are added `n_vec` vectors
-    at a time (a literal).
+    at a time (a literal). Holding the sums in registers over a row's list
+    of weight rows measured no faster: reading the weight rows bounds it.
     """
     literally(n_vec)
     chunk = n_vec * LANES
@@ -98,7 +101,7 @@ def _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec):
                     continue
                 tap = (ky * k + kx) * channels
                 for j in range(wpp):
-                    bits = x[o + j]
+                    bits = x[np.uint64(o + j)]  # no negative-index fix-up
                     while bits:
                         low = bits & (~bits + np.uint64(1))
                         bits ^= low
@@ -129,7 +132,7 @@ def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b
     """The float32 sums of the block of `nb` rows from ``b0`` into `acc` (flat).
 
     The width of the rows (padded by
-    :func:`~sksign.deploy._kernels._conv.padded_width`) picks the vectors
+    :func:`~sksign.deploy._kernels._vectors.padded_width`) picks the vectors
     added at a time, a literal: one compiled loop per count, 1 to 8.
     """
     width = weights.shape[1]
@@ -169,7 +172,7 @@ def sum_conv(
     table : ndarray of shape (k * k, n_nibbles, 16, width), dtype float32
         Sums of the weights of each nibble value, per tap and nibble, the
         outputs padded with zeros to ``width`` (``padded_width(n_out)``,
-        see :func:`~sksign.deploy._kernels._conv.padded_width`)
+        see :func:`~sksign.deploy._kernels._vectors.padded_width`)
         (read if `by_table`).
     nib_word : ndarray of shape (n_nibbles,), dtype int64
         Word of the pixel that holds each nibble.
