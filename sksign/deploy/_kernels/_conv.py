@@ -35,6 +35,7 @@ __all__ = [
     "mean_pool",
     "origins",
     "tap_offset",
+    "tap_offsets",
     "xnor_conv",
 ]
 
@@ -122,6 +123,13 @@ def tap_offset(org, r, ky, kx, g):
     if iy < 0 or iy >= g[0] or ix < 0 or ix >= g[1]:
         return -1
     return ((org[r, 0] + iy) * g[1] + ix) * g[2]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def tap_offsets(org, nb, ky, kx, g, offs):
+    """``offs[r]`` = :func:`tap_offset` of tap ``(ky, kx)`` for each block row r."""
+    for r in range(nb):
+        offs[r] = tap_offset(org, r, ky, kx, g)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -240,9 +248,9 @@ def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
                     if iy < 0 or iy >= g[0]:
                         continue
                     dst = r * width + c
-                    base = tap_offset(org, r, ky, 0, g) if ix >= 0 else -1
                     if ix >= 0 and ix + k <= g[1]:
                         # the taps of the patch's row are adjacent pixels
+                        base = tap_offset(org, r, ky, 0, g)
                         n = t1 - t0
                         scaled_add_rows(
                             acc,
@@ -280,8 +288,7 @@ def _sparse_rows(x, flat, g, acc, offs, org, nb, width, n_vec):
     chunk = n_vec * LANES
     for ky in range(k):
         for kx in range(k):
-            for r in range(nb):
-                offs[r] = tap_offset(org, r, ky, kx, g)
+            tap_offsets(org, nb, ky, kx, g, offs)
             tap = (ky * k + kx) * channels
             for ch in range(channels):
                 src = (tap + ch) * width
@@ -304,9 +311,9 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
     the taps of a row of the patch in one run where none is padded), or,
     on `sparse` maps, each nonzero input alone (zero inputs skipped: a
     branch that pays where nearly all are zero, as in the spike counts of
-    an untrained SEW-ResNet). The float32
-    sums go in the order ``(ky, kx, c)``, each product and sum rounded,
-    whatever the block and the path (a zero input adds nothing).
+    an untrained SEW-ResNet). The float32 sums go in the order ``(ky, kx,
+    c)``, each product and sum rounded, whatever the block and the path (a
+    zero input adds nothing).
 
     Parameters
     ----------

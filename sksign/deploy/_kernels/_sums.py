@@ -33,6 +33,7 @@ from sksign.deploy._kernels._conv import (
     epilogue_row,
     origins,
     tap_offset,
+    tap_offsets,
 )
 from sksign.deploy._kernels._vectors import LANES, UNROLL_FLOATS, add_vectors
 from sksign.kernels import popcount64
@@ -55,8 +56,7 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec):
     n_nib = nib_word.shape[0]
     for ky in range(k):
         for kx in range(k):
-            for r in range(nb):
-                offs[r] = tap_offset(org, r, ky, kx, g)
+            tap_offsets(org, nb, ky, kx, g, offs)
             tap = (ky * k + kx) * n_nib
             for m in range(n_nib):
                 base = (tap + m) * n_vals * width

@@ -323,8 +323,9 @@ class SumConv:
     def sparse(self, maps):
         """Whether the bit maps `maps` (a call's input words) are sparse enough
         to sum by weight rows."""
-        n_bits = maps.size // words_per_pixel(self.channels) * self.channels
-        return count_bits(maps) * SPARSE_MAP_CHANNELS < n_bits * self.channels
+        c = self.channels
+        pixels = maps.reshape(-1, words_per_pixel(c))
+        return density(pixels, c) * SPARSE_MAP_CHANNELS < c
 
     def _tables(self, rows, sparse):
         """The tables a call of `rows` output rows reads (None: weight rows)."""
