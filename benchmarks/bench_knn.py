@@ -30,6 +30,7 @@ from _machine import print_machine  # benchmarks/_machine.py, beside this script
 from sklearn.neighbors import KNeighborsClassifier
 
 from sksign.estimators import SignKNNClassifier
+from sksign.kernels._nibbles import nibble_kernels
 
 try:
     import faiss
@@ -89,6 +90,8 @@ def main():
     rng = np.random.default_rng(0)
     # the rate of the kernels' own XOR + popcount on L1-resident words, here
     peak = print_machine()
+    kernel = "AVX2 nibble kernel" if nibble_kernels() else "generic (LLVM ctpop)"
+    print(f"# k-NN search kernel: {kernel}")
 
     header = (
         "| n_train | d | threads | ours (s) | faiss Flat (s) | Flat tuned (s) "

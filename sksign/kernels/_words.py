@@ -1,8 +1,10 @@
 """Hamming search on uint64 words, split over threads.
 
-The popcount kernels (:mod:`sksign.kernels._popcount`) are serial and release
-the GIL; the functions here split their work over a few threads and merge the
-parts so that results never depend on the number of threads.
+The popcount kernels (:mod:`sksign.kernels._popcount`, and on AVX2 the nibble
+kernel of the k-NN search, :mod:`sksign.kernels._nibbles`) are serial and
+release the GIL; the functions here split their work over a few threads and
+merge the parts so that results never depend on the number of threads or on
+the kernel.
 """
 
 # Authors: The sksign developers
@@ -18,6 +20,7 @@ from sklearn.utils import gen_batches
 
 from sksign._compat import Interval, validate_params
 from sksign._threads import run_in_threads
+from sksign.kernels._nibbles import knn_counts_nibbles, nibble_kernels
 from sksign.kernels._popcount import knn_counts, pairwise_counts
 
 __all__ = [
@@ -143,10 +146,12 @@ def words_kneighbors(Q, T, n_neighbors, *, n_jobs=None):
     if len(t_slices) > 1 and any(s.stop - s.start < n_neighbors for s in t_slices):
         t_slices = [slice(0, n_t)]
 
+    kernel = knn_counts_nibbles if nibble_kernels() else knn_counts
+
     def search(qs, ts):
         d = np.empty((qs.stop - qs.start, n_neighbors), dtype=np.int64)
         i = np.empty_like(d)
-        knn_counts(Q[qs], T[ts], d, i)
+        kernel(Q[qs], T[ts], d, i)
         return d, i + ts.start
 
     parts = run_in_threads(

@@ -1,0 +1,175 @@
+"""The k-NN popcount kernels against a plain numpy reference.
+
+Both kernels (the generic ``knn_counts`` and, where the CPU has AVX2,
+the nibble kernel ``knn_counts_nibbles``) must give the k nearest codes in
+the order of a stable sort of the float64 distances, for every code width
+(the nibble kernel's chunks of 31 words and its unrolled 4-word path
+included), every number of queries around its blocks of 16 and 64, ties and
+the largest distances (all bits different: the byte sums at their limit).
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+from numba.core import config
+
+from sksign.kernels import _words as words_module
+from sksign.kernels import words_kneighbors
+from sksign.kernels._nibbles import knn_counts_nibbles, nibble_kernels
+from sksign.kernels._popcount import knn_counts, lanes_below, trailing_zeros
+
+KERNELS = [
+    pytest.param(knn_counts, id="generic"),
+    pytest.param(
+        knn_counts_nibbles,
+        id="nibbles",
+        marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
+    ),
+]
+
+
+def _reference(Q, T, k):
+    """(counts, indices) from float64 bit arrays and a stable sort."""
+    bits_q = np.unpackbits(Q.view(np.uint8), axis=1).astype(np.float64)
+    bits_t = np.unpackbits(T.view(np.uint8), axis=1).astype(np.float64)
+    D = bits_q @ (1 - bits_t).T + (1 - bits_q) @ bits_t.T
+    order = np.argsort(D, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(D, order, axis=1).astype(np.int64), order
+
+
+def _search(kernel, Q, T, k):
+    d = np.full((Q.shape[0], k), -7, dtype=np.int64)
+    i = np.full_like(d, -7)
+    kernel(Q, T, d, i)
+    return d, i
+
+
+def _words(rng, n, n_words, density=0.5):
+    bits = rng.random((n, 64 * n_words)) < density
+    return np.packbits(bits, axis=1).view(np.uint64).reshape(n, n_words)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("n_words", [1, 3, 4, 5, 8, 16, 17, 31, 32, 33, 62, 64, 70])
+def test_kernels_match_the_reference(kernel, n_words):
+    """Check every width against the reference, ties included."""
+    rng = np.random.default_rng(n_words)
+    n_q, n_t = 67, 150
+    Q, T = _words(rng, n_q, n_words), _words(rng, n_t, n_words)
+    T[::7] = T[3]  # many codes at equal distances
+    T[5] = Q[0]  # a distance of zero
+    k = 9
+    d, i = _search(kernel, Q, T, k)
+    expected_d, expected_i = _reference(Q, T, k)
+    np.testing.assert_array_equal(d, expected_d)
+    np.testing.assert_array_equal(i, expected_i)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("n_queries", [1, 15, 16, 17, 63, 64, 65, 130])
+def test_kernels_take_any_number_of_queries(kernel, n_queries):
+    """Check the blocks of queries (16 per group, up to 64 per block)."""
+    rng = np.random.default_rng(n_queries)
+    for n_words in (4, 20):
+        Q, T = _words(rng, n_queries, n_words), _words(rng, 90, n_words)
+        d, i = _search(kernel, Q, T, 4)
+        expected_d, expected_i = _reference(Q, T, 4)
+        np.testing.assert_array_equal(d, expected_d)
+        np.testing.assert_array_equal(i, expected_i)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("n_words", [4, 31, 32, 62, 63])
+def test_kernels_count_every_bit_different(kernel, n_words):
+    """Check the largest counts: the nibble kernel sums 31 words in bytes."""
+    ones = np.full((3, n_words), np.iinfo(np.uint64).max, dtype=np.uint64)
+    zeros = np.zeros((5, n_words), dtype=np.uint64)
+    d, i = _search(kernel, ones, zeros, 5)
+    assert (d == 64 * n_words).all()
+    np.testing.assert_array_equal(i, np.tile(np.arange(5), (3, 1)))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_k_equal_to_the_number_of_codes_returns_them_all(kernel):
+    rng = np.random.default_rng(3)
+    Q, T = _words(rng, 20, 4), _words(rng, 6, 4)
+    d, i = _search(kernel, Q, T, 6)
+    assert (np.sort(i, axis=1) == np.arange(6)).all()
+    np.testing.assert_array_equal((d, i), _reference(Q, T, 6))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_q=st.integers(1, 40),
+    n_t=st.integers(1, 40),
+    n_words=st.integers(1, 9),
+    seed=st.integers(0, 2**32 - 1),
+    density=st.sampled_from([0.02, 0.5, 0.98]),
+    data=st.data(),
+)
+def test_the_kernels_agree_on_random_codes(n_q, n_t, n_words, seed, density, data):
+    """Check both kernels against the reference on random (often tied) codes."""
+    k = data.draw(st.integers(1, n_t))
+    rng = np.random.default_rng(seed)
+    Q, T = _words(rng, n_q, n_words, density), _words(rng, n_t, n_words, density)
+    expected = _reference(Q, T, k)
+    kernels = [knn_counts] + ([knn_counts_nibbles] if nibble_kernels() else [])
+    for kernel in kernels:
+        np.testing.assert_array_equal(_search(kernel, Q, T, k), expected)
+
+
+@njit
+def _lanes_below_16(a, i, b, j):
+    return lanes_below(a, i, b, j, 16)
+
+
+@njit
+def _trailing_zeros(x):
+    return trailing_zeros(x)
+
+
+def test_lanes_below_and_trailing_zeros():
+    """Check the mask of lanes below and its bit positions against numpy."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(-5, 5, 40)
+    b = rng.integers(-5, 5, 40)
+    for i, j in [(0, 0), (3, 11), (24, 1)]:
+        mask = _lanes_below_16(a, i, b, j)
+        expected = a[i : i + 16] < b[j : j + 16]
+        assert [bool(mask >> np.uint64(lane) & np.uint64(1)) for lane in range(16)] == (
+            expected.tolist()
+        )
+    for x in [1, 2, 96, 1 << 63, 0]:
+        expected = 64 if x == 0 else (x & -x).bit_length() - 1
+        assert _trailing_zeros(np.uint64(x)) == expected
+
+
+def test_nibble_kernels_follow_numba_target(monkeypatch):
+    """Check the nibble kernels run only on an AVX2 target without VPOPCNTDQ."""
+    for features, expected in [
+        ("+avx2,+popcnt", True),
+        ("+avx512f,+avx512vpopcntdq,+avx2", False),
+        ("-avx2,+popcnt", False),
+    ]:
+        monkeypatch.setattr(config, "CPU_FEATURES", features)
+        assert nibble_kernels() is expected
+
+
+def test_words_kneighbors_gives_the_same_with_either_kernel(monkeypatch):
+    """Check the search returns the same neighbours through both kernels."""
+    rng = np.random.default_rng(5)
+    Q, T = _words(rng, 70, 5), _words(rng, 300, 5)
+    T[::4] = T[1]
+    results = []
+    for use_nibbles in (False, nibble_kernels()):
+        monkeypatch.setattr(words_module, "nibble_kernels", lambda v=use_nibbles: v)
+        results.append(words_kneighbors(Q, T, 7, n_jobs=2))
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], _reference(Q, T, 7))
