@@ -170,10 +170,11 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
 
     Notes
     -----
-    Binary-weight nets (``architecture="bnn"``, Bi-Real) gain on bits;
-    real-weight step nets (the Heaviside MLP, the step ResNet) can be slower
-    than torch's float32 forward, which has no per-call validation and runs
-    its dense products in MKL. See :ref:`deploy` for measured figures.
+    Binary-weight nets (``architecture="bnn"``, Bi-Real) gain most on bits;
+    real-weight step nets (the Heaviside MLP, the step ResNet) gain less,
+    and can be slower than torch's float32 forward where the CPU has no
+    AVX2 (their products of many rows then go through a float32 BLAS
+    product). See :ref:`deploy` for measured figures.
 
     Examples
     --------

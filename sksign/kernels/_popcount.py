@@ -13,6 +13,7 @@ GIL (``nogil=True``); :mod:`sksign.kernels._words` runs them on several threads.
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
 import numpy as np
 from llvmlite import ir
@@ -28,6 +29,7 @@ __all__ = [
     "popcount64",
     "popcount_instructions",
     "start_lists",
+    "target_has",
     "trailing_zeros",
     "update_lists",
 ]
@@ -86,24 +88,7 @@ def popcount_instructions():
     ... )
     True
     """
-    from numba.core import config
-
-    return _instructions(config.CPU_NAME, config.CPU_FEATURES)
-
-
-@functools.lru_cache
-def _instructions(cpu_name, cpu_features):
-    """:func:`popcount_instructions` for numba's target settings (cached: the
-    host's features take LLVM a fraction of a millisecond to read)."""
-    import llvmlite.binding as llvm
-
-    if cpu_features:  # an explicit target (NUMBA_CPU_FEATURES)
-        names = cpu_features.split(",")
-        features = {f[1:]: f[0] == "+" for f in names if f[:1] in "+-"}
-    elif cpu_name and cpu_name != "host":
-        features = {}  # a named generic target: assume no extension
-    else:
-        features = dict(llvm.get_host_cpu_features())
+    features = _target_features()
     if features.get("avx512vpopcntdq"):
         return "AVX-512 VPOPCNTDQ (vector popcount)"
     if features.get("avx2"):
@@ -111,6 +96,33 @@ def _instructions(cpu_name, cpu_features):
     if features.get("popcnt"):
         return "POPCNT (scalar)"
     return "no popcount instruction (bit arithmetic)"
+
+
+def target_has(feature):
+    """Whether numba compiles for a CPU with `feature` (an LLVM feature name,
+    such as ``"avx2"``): the host's, unless ``NUMBA_CPU_NAME`` /
+    ``NUMBA_CPU_FEATURES`` say otherwise (as :func:`popcount_instructions`)."""
+    return bool(_target_features().get(feature))
+
+
+def _target_features():
+    from numba.core import config
+
+    return _features(config.CPU_NAME, config.CPU_FEATURES)
+
+
+@functools.lru_cache
+def _features(cpu_name, cpu_features):
+    """The CPU features numba's target settings stand for (cached: the host's
+    take LLVM a fraction of a millisecond to read)."""
+    import llvmlite.binding as llvm
+
+    if cpu_features:  # an explicit target (NUMBA_CPU_FEATURES)
+        names = cpu_features.split(",")
+        return MappingProxyType({f[1:]: f[0] == "+" for f in names if f[:1] in "+-"})
+    if cpu_name and cpu_name != "host":
+        return MappingProxyType({})  # a named generic target: assume no extension
+    return MappingProxyType(dict(llvm.get_host_cpu_features()))
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -17,6 +17,7 @@ from sksign.deploy._kernels import (
     unpack_words,
     xnor_affine,
 )
+from sksign.deploy._kernels._madd import BLOCK_ROWS, step_by_pairs
 from sksign.kernels import pack_bits, packed_to_words
 
 WIDTHS = [1, 7, 8, 63, 64, 65, 130, 200]
@@ -234,11 +235,15 @@ def _exact_step(bits, wt, thr):
     return (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
 
 
-@pytest.mark.parametrize("n_in", [1, 63, 65, 200])
+@pytest.mark.parametrize("n_in", [1, 63, 65, 200, 1025])
 @pytest.mark.parametrize("n_out", [1, 64, 130])
 @pytest.mark.parametrize("ties", [False, True])
 def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
-    """Check both step kernels give ``1[exact sum >= threshold]``, ties included."""
+    """Check the step kernels give ``1[exact sum >= threshold]``, ties included.
+
+    The int16 sums of the active weights, the float32 BLAS sums and (where
+    the CPU has AVX2) the ``vpmaddwd`` int32 products, each certified.
+    """
     from sksign.deploy._kernels import step_certified, step_int16
     from sksign.deploy._ops._common import quantise as _quantise
 
@@ -252,7 +257,7 @@ def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
         wt = (rng.standard_normal((n_in, n_out)) * 0.1).astype(np.float32)
         thr = (rng.standard_normal(n_out) * 0.1).astype(np.float32)
     xw = _words(bits)
-    q, scale, abs_sum, w_rows = _quantise(wt)
+    q, scale, abs_sum, w_rows, pairs = _quantise(wt)
     ref = _exact_step(bits, wt, thr)
     n_words = -(-n_out // 64)
     out = np.empty((n, n_words), np.uint64)
@@ -264,6 +269,15 @@ def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
     out2 = np.empty_like(out)
     step_certified(z, xw, abs_sum, thr, w_rows, out2, 0, n)
     np.testing.assert_array_equal(out2, out)
+    if pairs is not None:
+        tiles = -(-n // BLOCK_ROWS)
+        x32 = np.zeros((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
+        sums = np.empty(
+            (len(x32), pairs.shape[1] * (len(pairs) // x32.shape[1])), np.int32
+        )
+        out3 = np.empty_like(out)
+        step_by_pairs(xw, n_in, pairs, scale, thr, w_rows, x32, sums, out3, 0, tiles)
+        np.testing.assert_array_equal(out3, out)
     if n_out > 64:  # output ranges on word boundaries give the same words
         part = np.empty_like(out)
         step_int16(xw, q, scale, thr, w_rows, part, 0, n, 0, 64)
@@ -280,7 +294,7 @@ def test_certified_step_falls_back_when_the_float_sum_is_off():
     thr = np.array([1e-8], np.float32)  # exact sum 1e-8 >= 1e-8: fires
     bits = np.array([[1, 1, 1]], np.uint8)
     z = np.array([[0.0]], np.float32)  # float32 (1 + 1e-8) - 1 = 0 < thr
-    _, _, abs_sum, w_rows = _quantise(wt)
+    _, _, abs_sum, w_rows, _ = _quantise(wt)
     out = np.empty((1, 1), np.uint64)
     step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
     got = np.empty((1, 1), np.uint8)
@@ -299,7 +313,7 @@ def test_certified_step_clears_a_bit_the_float_sum_sets():
     thr = np.zeros(3, np.float32)
     bits = np.array([[1, 1, 1]], np.uint8)
     z = np.array([[1.0, 1e-9, -1.0]], np.float32)  # output 1 wrong, above 0
-    _, _, abs_sum, w_rows = _quantise(wt)
+    _, _, abs_sum, w_rows, _ = _quantise(wt)
     out = np.empty((1, 1), np.uint64)
     step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
     got = np.empty((1, 3), np.uint8)

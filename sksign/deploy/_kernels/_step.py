@@ -15,11 +15,11 @@ from numba import njit
 from sksign.deploy._kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
 from sksign.kernels import popcount64
 
-__all__ = ["step_certified", "step_int16"]
+__all__ = ["exact_sum", "step_certified", "step_int16"]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _exact_sum(xw, i, w_rows, o):
+def exact_sum(xw, i, w_rows, o):
     """``sum(w_rows[o, u])`` over the set bits u of row i, in float64."""
     s = 0.0
     n_in = w_rows.shape[1]
@@ -108,7 +108,7 @@ def step_int16(xw, q, scale, threshold, w_rows, out, r0, r1, c0, c1):
                 if abs(v) > bound:
                     fire = v > 0  # no branch on the bit
                 else:  # rare: too close to tell from the int16 sums
-                    fire = _exact_sum(xw, i, w_rows, o) >= t
+                    fire = exact_sum(xw, i, w_rows, o) >= t
                 out[i, o // 64] |= np.uint64(fire) * word_bit(o)
 
 
@@ -165,5 +165,5 @@ def step_certified(z, xw, abs_sum, threshold, w_rows, out, r0, r1):
             v = np.float64(z[i, o]) - t
             if abs(v) <= gamma * abs_sum[o] + 1e-300:
                 bit = word_bit(o)
-                fire = _exact_sum(xw, i, w_rows, o) >= t
+                fire = exact_sum(xw, i, w_rows, o) >= t
                 out[i, o // 64] = (out[i, o // 64] & ~bit) | (np.uint64(fire) * bit)

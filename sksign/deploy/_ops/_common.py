@@ -21,11 +21,17 @@ from sksign.deploy._kernels import (
     step_int16,
     unpack_words,
 )
+from sksign.deploy._kernels._madd import (
+    BLOCK_ROWS,
+    MAX_INPUTS,
+    pair_weights,
+    step_by_pairs,
+)
 from sksign.deploy._maps import (
     nibble_tables,
     words_per_pixel,
 )
-from sksign.kernels import packed_to_words
+from sksign.kernels import packed_to_words, target_has
 
 __all__ = [
     "BLAS_MIN_ROWS",
@@ -191,26 +197,37 @@ def channels_first(rows, n, h, w):
 def quantise(wt):
     """16-bit weights of a layer followed by a step, and what certifies them.
 
-    Returns ``(q, scale, abs_sum, w_rows)``: ``q = rint(wt / scale)`` as
-    int16 with ``scale = max |wt| / 32767`` per output (so
-    ``|wt - q * scale| <= scale / 2``), ``sum |wt|`` per output, and the
-    float32 weights one row per output (for the rare exact sums).
+    Returns ``(q, scale, abs_sum, w_rows, pairs)``: ``q = rint(wt / scale)``
+    as int16 with ``scale = max |wt| / 32767`` per output (so
+    ``|wt - q * scale| <= scale / 2``), ``sum |wt|`` per output, the float32
+    weights one row per output (for the rare exact sums), and ``q`` laid
+    out for the ``vpmaddwd`` products of many rows
+    (:func:`~sksign.deploy._kernels._madd.pair_weights`; None where the CPU
+    has no AVX2 or the layer more inputs than int32 sums exactly).
     """
     w64 = wt.astype(np.float64)
     top = np.abs(w64).max(axis=0) if len(w64) else np.zeros(wt.shape[1])
     scale = np.where(top > 0, top / 32767.0, 1.0)
     q = np.clip(np.rint(w64 / scale), -32767, 32767).astype(np.int16)
     abs_sum = np.abs(w64).sum(axis=0)
-    return np.ascontiguousarray(q), scale, abs_sum, np.ascontiguousarray(wt.T)
+    pairs = None
+    if target_has("avx2") and len(q) <= MAX_INPUTS:
+        pairs = pair_weights(q)
+    return np.ascontiguousarray(q), scale, abs_sum, np.ascontiguousarray(wt.T), pairs
 
 
 def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     """``1[bits . wt >= threshold]`` for each row of words `x`.
 
     `steps` is what :func:`quantise` made of the weights `wt`; `dense`, if
-    given, holds the same bits as `x` as 0/1 values (one per unit).
+    given, holds the same bits as `x` as 0/1 values (one per unit). A few
+    rows sum their int16 weights of the active bits
+    (:func:`~sksign.deploy._kernels.step_int16`); more rows multiply the bits
+    by the int16 weights with ``vpmaddwd`` where the CPU has AVX2
+    (:mod:`sksign.deploy._kernels._madd`), else by a float32 BLAS product;
+    each step certified (exact whatever the path).
     """
-    q, scale, abs_sum, w_rows = steps
+    q, scale, abs_sum, w_rows, pairs = steps
     rows = x.shape[0]
     out = np.empty((rows, -(-n_out // 64)), dtype=np.uint64)
     if rows < BLAS_MIN_ROWS:
@@ -223,6 +240,19 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
                 for a, b in split(out.shape[1], n_threads)
             ]
             run_in_threads(step_int16, tasks, n_threads)
+        return out
+    if pairs is not None:
+        tiles = -(-rows // BLOCK_ROWS)
+        x32 = np.zeros((tiles * BLOCK_ROWS, -(-width // 2)), np.int32)
+        sums = np.empty(
+            (len(x32), pairs.shape[1] * (len(pairs) // x32.shape[1])), np.int32
+        )
+        args = (x, width, pairs, scale, threshold, w_rows, x32, sums, out)
+        if n_threads <= 1:
+            step_by_pairs(*args, 0, tiles)
+        else:
+            tasks = [(*args, a, b) for a, b in split(tiles, n_threads)]
+            run_in_threads(step_by_pairs, tasks, n_threads)
         return out
     if dense is None:
         dense = np.empty((rows, width), dtype=np.float32)

@@ -1,0 +1,96 @@
+"""The vpmaddwd products of bits with 16-bit weights and their certified step.
+
+Where the CPU has AVX2, a layer of real weights on bits followed by a step
+multiplies many rows of bits by its int16 weights with ``vpmaddwd``
+(:mod:`sksign.deploy._kernels._madd`): the int32 sums must equal numpy's
+int64 product exactly, for any size (odd inputs, outputs off the blocks of
+16, rows off the tiles), and the layer's bits must be those of the BLAS path
+and the step of the exact float64 sum (the certified step of the sums is
+checked beside the other step kernels in test_bit_kernels.py).
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sksign.deploy._kernels._madd import (
+    BLOCK_ROWS,
+    pair_bits,
+    pair_sums,
+    pair_weights,
+)
+from sksign.deploy._ops import _common
+from sksign.deploy._ops._common import BLAS_MIN_ROWS, quantise, step_rows
+from sksign.kernels import pack_bits, packed_to_words
+from sksign.kernels._popcount import target_has
+
+pytestmark = pytest.mark.skipif(not target_has("avx2"), reason="needs AVX2")
+
+
+def _words(bits):
+    return packed_to_words(pack_bits(bits), bits.shape[1])
+
+
+def _products(bits, q):
+    """The int32 sums of the pair kernels, rows and outputs cut back."""
+    rows, n_in = bits.shape
+    pairs = pair_weights(q)
+    n_pairs = -(-n_in // 2)
+    padded = -(-rows // BLOCK_ROWS) * BLOCK_ROWS
+    x32 = np.zeros((padded, n_pairs), np.int32)
+    pair_bits(_words(bits), n_in, x32, 0, rows)
+    sums = np.full((padded, pairs.shape[0] // n_pairs * 16), -7, np.int32)
+    pair_sums(x32, pairs, sums, 0, padded)
+    return sums[:rows, : q.shape[1]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 13),
+    n_in=st.integers(1, 300),
+    n_out=st.integers(1, 70),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pair_sums_equal_the_integer_product(rows, n_in, n_out, seed):
+    """Check the int32 sums against numpy's int64 product, the extremes too."""
+    rng = np.random.default_rng(seed)
+    bits = (rng.random((rows, n_in)) < rng.random()).astype(np.uint8)
+    q = rng.integers(-32767, 32768, (n_in, n_out)).astype(np.int16)
+    q[:, 0] = 32767  # the largest sums
+    ref = bits.astype(np.int64) @ q.astype(np.int64)
+    np.testing.assert_array_equal(_products(bits, q), ref)
+
+
+@pytest.mark.parametrize("rows", [BLAS_MIN_ROWS, 64, 67])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_step_rows_gives_the_same_bits_by_pairs_or_blas(rows, n_threads, monkeypatch):
+    """Check the layer's two paths for many rows (and the threads) agree."""
+    rng = np.random.default_rng(rows)
+    n_in, n_out = 300, 100
+    wt = rng.integers(-3, 4, (n_in, n_out)).astype(np.float32)  # ties
+    thr = rng.integers(-2, 3, n_out).astype(np.float32)
+    bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
+    steps = quantise(wt)
+    assert steps[4] is not None
+    xw = _words(bits)
+    by_pairs = step_rows(wt, steps, thr, xw, n_in, n_out, n_threads)
+    by_blas = step_rows(wt, (*steps[:4], None), thr, xw, n_in, n_out, n_threads)
+    np.testing.assert_array_equal(by_pairs, by_blas)
+    exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+    np.testing.assert_array_equal(by_pairs, _words(exact.astype(np.uint8)))
+
+
+def test_no_pairs_without_avx2_or_past_the_int32_range(monkeypatch):
+    """Check quantise lays out no pairs where they cannot run or be exact."""
+    wt = np.ones((3, 2), np.float32)
+    monkeypatch.setattr(_common, "target_has", lambda feature: False)
+    assert quantise(wt)[4] is None
+    monkeypatch.setattr(_common, "target_has", lambda feature: True)
+    monkeypatch.setattr(_common, "MAX_INPUTS", 2)
+    assert quantise(wt)[4] is None
