@@ -16,6 +16,7 @@ from sksign.deploy._kernels import (
     sum_conv_step,
     xnor_conv,
 )
+from sksign.deploy._kernels._madd import patch_pairs
 from sksign.deploy._maps import (
     compact_taps,
     conv_corrections,
@@ -26,8 +27,8 @@ from sksign.deploy._maps import (
     tap_layout,
     words_per_pixel,
 )
-from sksign.deploy._ops._common import sum_bound
-from sksign.kernels import packed_to_words
+from sksign.deploy._ops._common import quantise, step_by_pairs, sum_bound
+from sksign.kernels import packed_to_words, target_has
 
 #: The epilogue arguments of sum_conv and float_conv that take over nothing.
 NO_EPILOGUE = (
@@ -130,6 +131,29 @@ def test_sum_conv_step_is_the_exact_step(n, c, size, oc, k, s, p, tables, bits):
         (sums >= threshold).astype(np.float32) - 0.5, oc, lambda k, r, *a: k(*a, 0, r)
     )
     np.testing.assert_array_equal(out, ref.reshape(out.shape))
+    if target_has("avx2"):  # the vpmaddwd products of the patches, certified
+        _, scale, _, w_rows, pairs = quantise(wt)
+        by_pairs = np.empty_like(out)
+        step_by_pairs(
+            (words.reshape(-1), g, c, pairs, scale, threshold), w_rows, by_pairs, 2
+        )
+        np.testing.assert_array_equal(by_pairs, out)
+
+
+@pytest.mark.skipif(not target_has("avx2"), reason="needs AVX2")
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_patch_pairs_are_the_patches(n, c, size, oc, k, s, p):
+    """Check the paired patch bits against im2col (by bytes and unit by unit)."""
+    rng = np.random.default_rng(c * 5 + size)
+    on, words = _maps(rng, n, c, size)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    patches = _patches(on, k, s, p).astype(np.int32)
+    width = patches.shape[1]
+    x32 = np.full((len(patches), -(-width // 2)), -1, np.int32)
+    patch_pairs(words.reshape(-1), g, c, x32, 0, len(patches))
+    pairs = np.zeros((len(patches), 2 * x32.shape[1]), np.int32)
+    pairs[:, :width] = patches
+    np.testing.assert_array_equal(x32, pairs[:, 0::2] | (pairs[:, 1::2] << 16))
 
 
 @pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)

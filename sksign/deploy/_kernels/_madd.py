@@ -1,6 +1,7 @@
 """16-bit weights on bits by ``vpmaddwd``: exact int32 sums for many rows (AVX2).
 
-A layer of real weights on bits followed by a step (``bit_dense_step``) sums
+A layer of real weights on bits followed by a step (``bit_dense_step``, and
+``bit_conv2d_step`` on the patches of its maps, :func:`patch_pairs`) sums
 the quantised 16-bit weights of the active bits exactly in int32 and
 certifies the step from them (:func:`~sksign.deploy._kernels._step.step_int16`
 explains the bound). For a few rows :func:`step_int16` adds the weight rows
@@ -31,24 +32,27 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from sksign.deploy._kernels._bits import word_bit
-from sksign.deploy._kernels._step import exact_sum
-from sksign.kernels import popcount64
+from sksign.deploy._kernels._conv import origins, tap_offset
 
 __all__ = [
     "BLOCK_OUTPUTS",
     "BLOCK_ROWS",
     "MAX_INPUTS",
+    "conv_step_by_pairs",
     "pair_bits",
     "pair_sums",
     "pair_weights",
+    "patch_pairs",
     "step_by_pairs",
-    "step_int32",
+    "step_pairs",
 ]
 
 #: Rows of a tile (each with its own two vectors of sums).
 BLOCK_ROWS = 5
 #: Outputs of a tile: two vectors of eight int32 sums.
 BLOCK_OUTPUTS = 16
+#: Output rows whose patch origins :func:`patch_pairs` finds at once.
+PATCH_BLOCK = 64
 #: Most inputs whose int16 weights (|q| <= 32767) sum exactly in int32.
 MAX_INPUTS = 65536
 
@@ -200,7 +204,7 @@ def pair_sums(x32, w32, sums, r0, r1):
 def step_by_pairs(xw, n_in, w32, scale, threshold, w_rows, x32, sums, out, t0, t1):
     """The certified step of tiles ``t0 .. t1 - 1`` of rows, in one pass.
 
-    :func:`pair_bits`, :func:`pair_sums` and :func:`step_int32` on rows
+    :func:`pair_bits`, :func:`pair_sums` and :func:`step_pairs` on rows
     ``t0 * BLOCK_ROWS`` to ``t1 * BLOCK_ROWS`` (cut to the rows of `xw`):
     what one thread does, with one hand-over per layer. `x32` and `sums` have
     ``BLOCK_ROWS`` times as many rows as there are tiles.
@@ -209,28 +213,48 @@ def step_by_pairs(xw, n_in, w32, scale, threshold, w_rows, x32, sums, out, t0, t
     rows = min(r1, xw.shape[0])
     pair_bits(xw, n_in, x32, r0, rows)
     pair_sums(x32, w32, sums, r0, r1)
-    step_int32(sums, xw, scale, threshold, w_rows, out, r0, rows)
+    step_pairs(sums, x32, scale, threshold, w_rows, out, r0, rows)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _active(x32, i):
+    """Number of 1 units of row `i` of paired bits."""
+    k = 0
+    for p in range(x32.shape[1]):
+        v = x32[i, p]
+        k += (v & 0xFFFF) + (v >> 16)
+    return k
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def step_int32(sums, xw, scale, threshold, w_rows, out, r0, r1):
+def _exact_pair_sum(x32, i, w_rows, o):
+    """``sum(w_rows[o, u])`` over the 1 units u of row `i`, in float64."""
+    s = 0.0
+    for p in range(x32.shape[1]):
+        v = x32[i, p]
+        if v & 0xFFFF:
+            s += np.float64(w_rows[o, 2 * p])
+        if v >> 16:
+            s += np.float64(w_rows[o, 2 * p + 1])
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
     """The step of the exact int32 sums of 16-bit weights, certified.
 
     As :func:`~sksign.deploy._kernels._step.step_int16` does with its sums:
     ``scale * sums`` lies within ``k * scale / 2`` of the exact sum of the
-    active float32 weights (``k`` active bits); the bit is set from it where
-    that leaves no doubt (a word at a time, no branch on the bit), else
-    from the float64 sum of the weights (rare).
+    active float32 weights (``k`` active bits, counted in `x32`); the bit is
+    set from it where that leaves no doubt (a word at a time, no branch on
+    the bit), else from the float64 sum of the weights (rare).
     """
     n_out = threshold.shape[0]
     masks = np.empty(64, np.uint64)
     for j in range(64):
         masks[j] = word_bit(j)
     for i in range(r0, r1):
-        k = 0
-        for w in range(xw.shape[1]):
-            k += popcount64(xw[i, w])
-        half = k * (0.5 + 1e-9)
+        half = _active(x32, i) * (0.5 + 1e-9)
         unsure = 0
         for w in range(out.shape[1]):
             o0 = 64 * w
@@ -248,5 +272,74 @@ def step_int32(sums, xw, scale, threshold, w_rows, out, r0, r1):
             v = scale[o] * sums[i, o] - t
             if abs(v) <= half * scale[o] + 1e-300:
                 bit = word_bit(o)
-                fire = exact_sum(xw, i, w_rows, o) >= t
+                fire = _exact_pair_sum(x32, i, w_rows, o) >= t
                 out[i, o // 64] = (out[i, o // 64] & ~bit) | (np.uint64(fire) * bit)
+
+
+def _byte_pairs():
+    """``[b, j]``: the pair ``j`` of the 8 units of a byte `b` of a word
+    (unit ``t`` is bit ``7 - t``: the layout of ``_bits``)."""
+    table = np.zeros((256, 4), np.int32)
+    for b in range(256):
+        for t in range(8):
+            if b >> (7 - t) & 1:
+                table[b, t // 2] |= 1 << (16 * (t % 2))
+    return table
+
+
+_BYTE_PAIRS = _byte_pairs()
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def patch_pairs(x, g, channels, x32, r0, r1):
+    """``x32`` of the patches of output rows ``r0:r1`` of a map convolution.
+
+    Units in the order of the weight rows, ``(ky, kx, c)``; padded taps and
+    units past the patch are 0. `x` the flat ``pixel_bits`` maps, `g` the
+    geometry of :func:`~sksign.deploy._maps.map_geometry`. With channels in
+    whole bytes, a byte of a pixel's word gives its four pairs by one
+    look-up; else unit by unit.
+    """
+    k = g[3]
+    table = _BYTE_PAIRS
+    by_bytes = channels % 8 == 0
+    org = np.empty((PATCH_BLOCK, 3), np.int64)
+    for b0 in range(r0, r1, PATCH_BLOCK):
+        nb = min(PATCH_BLOCK, r1 - b0)
+        origins(b0, nb, g, org)
+        for r in range(nb):
+            row = b0 + r
+            for p in range(x32.shape[1]):
+                x32[row, p] = 0
+            for ky in range(k):
+                for kx in range(k):
+                    o = tap_offset(org, r, ky, kx, g)
+                    if o < 0:
+                        continue
+                    base = (ky * k + kx) * channels
+                    if by_bytes:
+                        for j in range(channels // 8):
+                            word = x[o + j // 8]
+                            byte = (word >> np.uint64(8 * (j % 8))) & np.uint64(255)
+                            at = (base + 8 * j) >> 1
+                            for q in range(4):
+                                x32[row, at + q] = table[byte, q]
+                        continue
+                    for c in range(channels):
+                        on = (x[o + c // 64] & word_bit(c)) != 0
+                        u = base + c
+                        x32[row, u >> 1] |= np.int32(on) << (16 * (u & 1))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def conv_step_by_pairs(
+    x, g, channels, w32, scale, threshold, w_rows, x32, sums, out, t0, t1
+):
+    """:func:`step_by_pairs` for a map convolution: the patches of tiles
+    ``t0 .. t1 - 1`` of output rows (:func:`patch_pairs`), their products
+    and their certified step, in one pass."""
+    r0, r1 = t0 * BLOCK_ROWS, t1 * BLOCK_ROWS
+    rows = min(r1, out.shape[0])
+    patch_pairs(x, g, channels, x32, r0, rows)
+    pair_sums(x32, w32, sums, r0, r1)
+    step_pairs(sums, x32, scale, threshold, w_rows, out, r0, rows)

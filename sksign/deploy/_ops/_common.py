@@ -25,8 +25,9 @@ from sksign.deploy._kernels._madd import (
     BLOCK_ROWS,
     MAX_INPUTS,
     pair_weights,
-    step_by_pairs,
 )
+from sksign.deploy._kernels._madd import conv_step_by_pairs as conv_pair_kernel
+from sksign.deploy._kernels._madd import step_by_pairs as dense_kernel
 from sksign.deploy._maps import (
     nibble_tables,
     words_per_pixel,
@@ -55,6 +56,7 @@ __all__ = [
     "run_rows_cols",
     "same_maps",
     "split",
+    "step_by_pairs",
     "step_rows",
     "sum_bound",
     "unpack_rows",
@@ -242,23 +244,38 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
             run_in_threads(step_int16, tasks, n_threads)
         return out
     if pairs is not None:
-        tiles = -(-rows // BLOCK_ROWS)
-        x32 = np.zeros((tiles * BLOCK_ROWS, -(-width // 2)), np.int32)
-        sums = np.empty(
-            (len(x32), pairs.shape[1] * (len(pairs) // x32.shape[1])), np.int32
-        )
-        args = (x, width, pairs, scale, threshold, w_rows, x32, sums, out)
-        if n_threads <= 1:
-            step_by_pairs(*args, 0, tiles)
-        else:
-            tasks = [(*args, a, b) for a, b in split(tiles, n_threads)]
-            run_in_threads(step_by_pairs, tasks, n_threads)
-        return out
+        args = (x, width, pairs, scale, threshold)
+        return step_by_pairs(args, w_rows, out, n_threads, dense_kernel)
     if dense is None:
         dense = np.empty((rows, width), dtype=np.float32)
         run_rows(unpack_words, rows, n_threads, x, width, dense)
     z = dense.astype(np.float32, copy=False) @ wt
     run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
+    return out
+
+
+def step_by_pairs(args, w_rows, out, n_threads, kernel=None):
+    """Fill `out` with the certified steps of the ``vpmaddwd`` products.
+
+    `kernel` is :func:`~sksign.deploy._kernels._madd.step_by_pairs` (dense
+    rows, ``args = (x, n_in, pairs, scale, threshold)``) or, by default,
+    :func:`~sksign.deploy._kernels._madd.conv_step_by_pairs` (a map
+    convolution, ``args = (maps, g, channels, pairs, scale, threshold)``);
+    each thread takes whole tiles of rows, bits to step in one task.
+    """
+    kernel = kernel or conv_pair_kernel
+    pairs = args[-3]
+    rows, n_in = out.shape[0], w_rows.shape[1]
+    tiles = -(-rows // BLOCK_ROWS)
+    x32 = np.zeros((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
+    n_blocks = len(pairs) // max(x32.shape[1], 1)
+    sums = np.empty((len(x32), n_blocks * pairs.shape[1]), np.int32)
+    args = (*args, w_rows, x32, sums, out)
+    if n_threads <= 1:
+        kernel(*args, 0, tiles)
+    else:
+        tasks = [(*args, a, b) for a, b in split(tiles, n_threads)]
+        run_in_threads(kernel, tasks, n_threads)
     return out
 
 

@@ -4,7 +4,11 @@ Exact as :mod:`sksign.deploy._ops.bit_dense_step`: the float32 sums of
 :mod:`sksign.deploy._ops.bit_conv2d` (by tables or by weight rows,
 :func:`sksign.deploy._kernels.sum_conv_step`) decide the bit where they are
 far enough from the threshold, float64 sums elsewhere; the output is
-``pixel_bits`` again.
+``pixel_bits`` again. Where the CPU has AVX2, a layer of
+:data:`PAIRS_MIN_CHANNELS` output channels or more multiplies its patches'
+bits by its 16-bit weights with ``vpmaddwd`` instead, exactly in int32, and
+certifies the step from those sums
+(:mod:`sksign.deploy._kernels._madd`); the bits are the same.
 """
 
 # Authors: The sksign developers
@@ -17,7 +21,13 @@ import numpy as np
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import sum_conv_step
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
-from sksign.deploy._ops._common import SumConv, run_rows
+from sksign.deploy._ops._common import SumConv, quantise, run_rows, step_by_pairs
+
+#: Output channels from which the step goes by the vpmaddwd products (where
+#: the CPU has AVX2): narrower layers sum faster by their tables (measured
+#: on an AMD EPYC, Zen 3: WRN-10-2 and the step ResNet-18 at batch 1, 7-10%
+#: faster whole; from 32 channels on, slower at batch 64).
+PAIRS_MIN_CHANNELS = 64
 
 
 def prepare(layer, ctx):
@@ -29,9 +39,16 @@ def prepare(layer, ctx):
     g = map_geometry(attrs)
     pixels = int(g[6] * g[7])
 
+    pairs = ctx.derive("steps", layer, "weight_t", quantise)
+
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = np.empty((rows, -(-oc // 64)), dtype=np.uint64)
+        if pairs[4] is not None and oc >= PAIRS_MIN_CHANNELS:
+            _, scale, _, rows_w, w32 = pairs
+            args = (xs[0].reshape(-1), g, attrs["shape"][0], w32, scale, threshold)
+            step_by_pairs(args, rows_w, out, n_threads)
+            return out.reshape(xs[0].shape[0], -1)
         sparse = sums.sparse(xs[0])
         tables, bound = sums.args(rows, sparse), sums.bound(rows, sparse)
         args = (xs[0].reshape(-1), *tables, g, threshold, bound)
