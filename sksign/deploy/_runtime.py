@@ -30,9 +30,16 @@ from sksign.deploy._ops._common import Context, split, unpack_rows
 
 __all__ = ["FORMAT", "OPS", "VERSION", "PackedNet"]
 
-#: Layers with fewer multiply-accumulates (rows x inputs x outputs) than this
-#: run on one thread.
-PARALLEL_MIN_WORK = 2**22
+#: Layers with fewer multiply-accumulates (:meth:`PackedNet._work` x rows)
+#: than this run on one thread: handing work to a second thread costs about
+#: 0.085 ms on a 2-core VM (waking the worker), more than the image nets'
+#: convolutions at batch 1 (2-10 M multiply-adds) or a 4096 x 4096 step layer
+#: on one row gain from it (measured on an AMD EPYC, Zen 3).
+PARALLEL_MIN_WORK = 2**24
+#: Multiply-accumulates an element of an element-wise map op counts for: one
+#: pass over a float map runs at about 1/64 of the multiply-adds a second of
+#: the convolution kernels (so a batch of 64 maps of 16K values splits).
+ELEMENT_WORK = 64
 #: Samples of an image net run together (its feature maps take memory in
 #: proportion to the batch).
 MAP_CHUNK = 64
@@ -118,11 +125,28 @@ class PackedNet:
         """``(layer, run, macs, work divisor)`` of a chain of layers."""
         first = chain[0]
         spec = OPS[first["op"]]
-        macs = self._widths[first["inputs"][0]] * self._widths[first["output"]]
+        macs = self._work(first, spec)
         if len(chain) == 1:
             return first, spec.prepare(first, context), macs, spec.work_divisor
         run = spec.prepare(first, context, chain[1:])
         return chain_layer(chain), run, macs, spec.work_divisor
+
+    def _work(self, layer, spec):
+        """Multiply-accumulates of `layer` per sample (what decides its threads).
+
+        Inputs x outputs for a layer on rows; on channels-last maps, the
+        outputs x the patch (``k * k * C``) for a convolution, else the
+        larger of input and output (an element-wise or pooling op) times
+        :data:`ELEMENT_WORK`.
+        """
+        n_in = self._widths[layer["inputs"][0]]
+        n_out = self._widths[layer["output"]]
+        if spec.layout != "nhwc":
+            return n_in * n_out
+        attrs = layer["attrs"]
+        if "kernel" in attrs and "channels" in attrs:
+            return n_out * attrs["kernel"] ** 2 * attrs["shape"][0]
+        return max(n_in, n_out) * ELEMENT_WORK
 
     def __repr__(self):
         # what the net is, never an address: estimator reprs (and test ids
