@@ -12,7 +12,7 @@ import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
 from sksign.deploy._runtime import OPS, PackedNet
-from sksign.kernels import effective_n_threads, popcount_instructions
+from sksign.kernels import effective_n_threads, popcount_instructions, target_has
 
 __all__ = ["packed_summary"]
 
@@ -154,7 +154,10 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         ``act_bytes_packed`` (per sample; packed activations are bits), then
         a ``total`` row that also holds ``popcount`` (the instructions the
         bit kernels run on this machine, see
-        :func:`~sksign.kernels.popcount_instructions`), ``seconds_packed`` and, with a
+        :func:`~sksign.kernels.popcount_instructions`), ``step_products``
+        (how layers of real weights on bits followed by a step multiply 8 rows
+        or more here: ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
+        ``"float32 BLAS of the unpacked bits"``), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
         ``speedup`` (``seconds_reference / seconds_packed``: below 1 when the
@@ -212,10 +215,17 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
     )
     f32, pk = total["weight_bytes_float32"], total["weight_bytes_packed"]
     total["popcount"] = popcount_instructions()
+    total["step_products"] = (
+        "int16 x bits by vpmaddwd (AVX2), exact int32"
+        if target_has("avx2")
+        else "float32 BLAS of the unpacked bits"
+    )
     footer = [
         f"weights: {pk} bytes packed vs {f32} bytes float32 "
         f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",
         f"popcount kernels compiled for: {total['popcount']}.",
+        "real weights on bits before a step, 8 rows or more: "
+        f"{total['step_products']}.",
     ]
     if X is not None:
         footer.append(_timing(net, estimator, X, reference, n_repeats, total))

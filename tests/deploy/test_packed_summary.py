@@ -16,7 +16,7 @@ from sklearn.dummy import DummyClassifier
 from sksign.deploy import pack, packed_summary
 from sksign.deploy._summary import _verdict
 from sksign.estimators import HTAFNetClassifier
-from sksign.kernels import popcount_instructions
+from sksign.kernels import popcount_instructions, target_has
 from sksign.nn.activations import StepActivation, force_step_mode
 
 
@@ -61,6 +61,11 @@ def test_bytes_per_layer(bnn):
     # the instructions the bit kernels were compiled for, named in the table
     assert total["popcount"] == popcount_instructions()
     assert f"popcount kernels compiled for: {total['popcount']}." in table
+    # and the path of the step layers' products of many rows
+    assert total["step_products"].startswith(
+        "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
+    )
+    assert f"8 rows or more: {total['step_products']}." in table
 
 
 def test_timing_against_a_reference(bnn, digits):
