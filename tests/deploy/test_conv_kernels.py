@@ -224,9 +224,16 @@ def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
         "tensors": {"weight_t": "w"},
     }
     sums = SumConv(layer, Context({"w": wt}, {}))
+    by_bytes = -(-sums.tables[8][0].nbytes // _common.BYTE_TABLE_ROW_BYTES)
     assert sums.args(10**6)[0].shape[2] == 256  # bytes
-    assert sums.args(64)[0].shape[2] == 16  # nibbles
+    assert sums.args(by_bytes)[0].shape[2] == 256
+    assert sums.args(by_bytes - 1)[0].shape[2] == 16  # nibbles
+    assert sums.args(1)[0].shape[2] == 16
+    # tables of more bytes a row than the limit: by weight rows
+    nibbles = sums.tables[4][0].nbytes
+    monkeypatch.setattr(_common, "NIBBLE_TABLE_ROW_BYTES", nibbles // 2)
     assert sums.args(1)[-1] is False  # by weight rows
+    assert sums.args(2)[0].shape[2] == 16
     assert sums.bound(1).shape == (oc,)
     # maps with few bits set sum by weight rows, at any number of rows
     assert sums.args(10**6, sparse=True)[-1] is False

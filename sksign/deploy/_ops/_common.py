@@ -81,12 +81,17 @@ LUT_MAX_BYTES = 2**25
 BYTE_TABLE_MAX_BYTES = 2**22
 #: A call sums by the byte tables when they take at most this many bytes per
 #: output row (measured on an AMD EPYC, AVX2: batches of 64 of the first
-#: stages of a ResNet-18 of width 16 gain 10-40%, a batch of one loses).
-BYTE_TABLE_ROW_BYTES = 128
+#: stages of a ResNet-18 of width 16 gain 10-40%; since the table sums were
+#: vectorised, a batch of one gains too: whole WRN-10-2 and ResNet-18 nets
+#: 4-6% faster at batch 1 than with 128 bytes, the same at batches 8 and 64).
+BYTE_TABLE_ROW_BYTES = 4096
 #: ... and by the nibble tables when they take at most this many bytes per
-#: output row, else by weight rows (measured alike: 1.2-1.5x faster on a
-#: batch of one of the last two stages).
-NIBBLE_TABLE_ROW_BYTES = 4096
+#: output row, else by weight rows (measured alike on maps half set: the
+#: tables take about half the time of the weight rows, even for 4 output
+#: rows of a 9.4 MB table; whole nets at batches 1 and 8 run 5-12% faster
+#: (WRN-10-2, ResNet-18) than with the former 4096 bytes; the limit keeps a
+#: table of tens of MB from being read for a row or two).
+NIBBLE_TABLE_ROW_BYTES = 2**18
 #: A real-weights convolution sums by weight rows, whatever its tables, on
 #: maps of C channels with fewer than C / SPARSE_MAP_CHANNELS of their bits
 #: set (measured alike on batches of 64: weight rows win below about 2%, 4%,
@@ -326,8 +331,8 @@ class SumConv:
     takes at most :data:`BYTE_TABLE_ROW_BYTES` per output row (half the
     look-ups; fewer rows would spend more on reading the larger table), by
     nibbles when theirs takes at most :data:`NIBBLE_TABLE_ROW_BYTES`, else
-    by weight rows (a quarter of the bytes of the nibble tables: a batch of
-    one in the last stages of a ResNet-18, where reading the tables from
+    by weight rows (a quarter of the bytes of the nibble tables: a row or
+    two of a layer whose tables take MBs, where reading the tables from
     memory costs more than the sums they save). Maps with fewer than
     ``C / SPARSE_MAP_CHANNELS`` of their bits set (spikes, mostly) sum by
     weight rows too: their cost follows the active bits, the tables' does
