@@ -94,3 +94,29 @@ def test_no_pairs_without_avx2_or_past_the_int32_range(monkeypatch):
     monkeypatch.setattr(_common, "target_has", lambda feature: True)
     monkeypatch.setattr(_common, "MAX_INPUTS", 2)
     assert quantise(wt)[4] is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.integers(BLAS_MIN_ROWS, 40),
+    n_in=st.integers(1, 200),
+    n_out=st.integers(1, 150),
+    spread=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_steps_in_doubt_are_decided_by_the_exact_sum(rows, n_in, n_out, spread, seed):
+    """Check the certified step of the pair sums on small integer weights.
+
+    Ties at the threshold put from none to every output of a row in doubt,
+    so the outputs summed four at a time (and the one left over) are all
+    checked against the float64 step.
+    """
+    rng = np.random.default_rng(seed)
+    wt = rng.integers(-spread, spread + 1, (n_in, n_out)).astype(np.float32)
+    wt[0, 0] += 0.5  # a scale that does not divide the weights
+    thr = rng.integers(-spread, spread + 1, n_out).astype(np.float32)
+    bits = (rng.random((rows, n_in)) < rng.random()).astype(np.uint8)
+    steps = quantise(wt)
+    got = step_rows(wt, steps, thr, _words(bits), n_in, n_out, 1)
+    exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+    np.testing.assert_array_equal(got, _words(exact.astype(np.uint8)))
