@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sksign.deploy._kernels import (
     bit_accumulate,
-    if_neuron_pack,
+    fire_pixels,
     pack_ge,
     unpack_words,
     xnor_affine,
@@ -194,28 +194,33 @@ def test_bit_accumulate_sums_the_rows_of_active_bits(n_in, n_rows, dtype):
 
 
 def _if_reference(current, T, threshold, reset):
-    v = np.zeros(current.shape[1], np.float32)
+    dtype = current.dtype
+    v = np.zeros(current.shape[1], dtype)
     spikes = []
     for t in range(T):
-        v = (v + current[t]).astype(np.float32)
-        s = (v - np.float32(threshold)) >= 0
+        v = (v + current[t]).astype(dtype)
+        s = (v - dtype.type(threshold)) >= 0
         spikes.append(s)
-        v = np.where(s, 0.0 if reset == "zero" else v - np.float32(threshold), v)
-        v = v.astype(np.float32)
+        v = np.where(s, 0.0 if reset == "zero" else v - dtype.type(threshold), v)
+        v = v.astype(dtype)
     return np.array(spikes, dtype=np.uint8)
 
 
 @pytest.mark.parametrize("reset", ["subtract", "zero"])
 @pytest.mark.parametrize("constant", [True, False])
-def test_if_neuron_pack_matches_the_neuron_equations(reset, constant):
-    """Check integrate-and-fire spikes (float32 membrane) against a reference."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_if_neuron_rows_match_the_neuron_equations(reset, constant, dtype):
+    """Check integrate-and-fire spikes on rows (``if_neuron``: one pixel of
+    m units to :func:`fire_pixels`) against a reference, in the current's dtype."""
     rng = np.random.default_rng(1)
     n, T, m, thr = 3, 5, 70, 0.75
     rows = n if constant else n * T
-    current = rng.uniform(-0.5, 1.2, (rows, m)).astype(np.float32)
+    current = rng.uniform(-0.5, 1.2, (rows, m)).astype(dtype)
     current[0, :3] = 0.75  # exactly on the threshold: fires
     out = np.empty((n * T, 2), np.uint64)
-    if_neuron_pack(current, T, constant, np.float32(thr), reset == "zero", out, 0, n)
+    one = dtype(1)
+    args = (current, T, constant, dtype(thr), one, False, reset == "zero", m, out)
+    fire_pixels(*args, 0, n)
     got = np.empty((n * T, m), np.uint8)
     unpack_words(out, m, got, 0, n * T)
     for i in range(n):

@@ -13,7 +13,6 @@ Bits are in the unit layout described in :mod:`sksign.deploy._kernels._bits`.
 from sksign.deploy._kernels._bits import (
     bit_accumulate,
     count_bits,
-    if_neuron_pack,
     pack_affine_ge,
     pack_ge,
     unit_of_bit,
@@ -33,7 +32,6 @@ __all__ = [
     "count_bits",
     "fire_pixels",
     "float_conv",
-    "if_neuron_pack",
     "mean_pool",
     "pack_affine_ge",
     "pack_ge",

@@ -29,7 +29,6 @@ __all__ = [
     "ROW_BLOCK",
     "bit_accumulate",
     "count_bits",
-    "if_neuron_pack",
     "pack_affine_ge",
     "pack_ge",
     "unit_of_bit",
@@ -190,53 +189,3 @@ def bit_accumulate(xw, wt, out, r0, r1, c0, c1):
                         acc = out[i, c0:c1]
                         for c in range(n):
                             acc[c] += row[c]
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def if_neuron_pack(current, time_steps, constant, threshold, reset_zero, out, r0, r1):
-    """Integrate-and-fire neurons over `time_steps` steps, spikes packed.
-
-    For each sample and unit, in the dtype of `current` (float32, as the torch
-    neuron)::
-
-        v = v + I[t];  s = (v - threshold) >= 0
-        v = v - threshold * s        (reset by subtraction)
-        v = v * (1 - s)              (reset to zero)
-
-    Parameters
-    ----------
-    current : ndarray of shape (n_samples, n_units) or (n_samples * T, n_units)
-        Input current: one row per sample (`constant`: the same current at
-        every step) or one row per sample and step (row ``n * T + t``).
-    time_steps : int
-        Number of steps T.
-    constant : bool
-        Whether `current` has one row per sample.
-    threshold : float
-        Firing threshold, in the dtype of `current`.
-    reset_zero : bool
-        Reset to zero (True) or by subtraction (False).
-    out : ndarray of shape (n_samples * T, ceil(n_units / 64)), dtype uint64
-        Receives the spikes, row ``n * T + t``.
-    r0, r1 : int
-        Sample range.
-    """
-    n_units = current.shape[1]
-    n_words = out.shape[1]
-    zero = current.dtype.type(0)
-    v = np.empty(n_units, dtype=current.dtype)
-    for n in range(r0, r1):
-        for w in range(n_words):
-            for t in range(time_steps):
-                out[n * time_steps + t, w] = 0
-        for u in range(n_units):
-            v[u] = zero
-        for t in range(time_steps):
-            src = n if constant else n * time_steps + t
-            row = n * time_steps + t
-            for u in range(n_units):
-                vu = v[u] + current[src, u]
-                if vu - threshold >= zero:
-                    out[row, u // 64] |= word_bit(u)
-                    vu = zero if reset_zero else vu - threshold
-                v[u] = vu

@@ -62,11 +62,13 @@ def fire_pixels(
     ----------
     current : ndarray of shape (n * T, H * W * C) or (n, H * W * C), float32
         Currents, row ``n * T + t``; with `constant`, one row per sample.
+        (float64 too: the potentials are then float64; ``if_neuron`` on
+        rows is one pixel of ``C`` units.)
     steps : int
         T.
     constant : bool
         One row of current per sample, the same at every step.
-    threshold, tau : float32
+    threshold, tau : float32 (or float64, with the current)
     leaky, reset_zero : bool
     channels : int
         C.
@@ -78,9 +80,9 @@ def fire_pixels(
     n_units = current.shape[1]
     wpp = (channels + 63) // 64
     n_pix = n_units // channels
-    zero = np.float32(0)
-    v = np.empty(n_units, np.float32)
-    u = np.empty(n_units, np.float32)
+    zero = current.dtype.type(0)
+    v = np.empty(n_units, current.dtype)
+    u = np.empty(n_units, current.dtype)
     for n in range(r0, r1):
         for k in range(n_units):
             v[k] = zero

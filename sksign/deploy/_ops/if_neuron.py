@@ -1,6 +1,9 @@
 """``if_neuron``: integrate-and-fire neurons on float rows, spikes as bits.
 
-Time is folded into the rows of the output (row ``n * T + t``).
+Time is folded into the rows of the output (row ``n * T + t``). A row is
+one pixel of ``n_units`` channels to the neurons of the maps
+(:func:`sksign.deploy._kernels.fire_pixels`: the same equations, the reset a
+select rather than a branch on each spike).
 """
 
 # Authors: The sksign developers
@@ -11,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import if_neuron_pack
+from sksign.deploy._kernels import fire_pixels
 from sksign.deploy._ops._common import run_rows
 from sksign.deploy._ops._neurons import check_neuron
 
@@ -24,14 +27,17 @@ def prepare(layer, ctx):
         x = xs[0]
         out = np.empty((n * t, -(-x.shape[1] // 64)), dtype=np.uint64)
         run_rows(
-            if_neuron_pack,
+            fire_pixels,
             n,
             n_threads,
             x,
             t,
             attrs["constant"],
             x.dtype.type(attrs["threshold"]),
+            x.dtype.type(1),  # tau: not read (no leak)
+            False,
             attrs["reset"] == "zero",
+            x.shape[1],
             out,
         )
         return out
