@@ -23,6 +23,8 @@ from numba import literal_unroll, literally, njit
 from sksign.deploy._kernels._vectors import (
     LANES,
     UNROLL_FLOATS,
+    rows_at_once,
+    scaled_add_row_block,
     scaled_add_rows,
 )
 from sksign.kernels import popcount64
@@ -30,7 +32,7 @@ from sksign.kernels import popcount64
 __all__ = [
     "BLOCK_FLOATS",
     "block_buffers",
-    "epilogue_row",
+    "epilogue_rows",
     "float_conv",
     "mean_pool",
     "origins",
@@ -60,34 +62,41 @@ def block_buffers(width):
     return block, acc, offs, org
 
 
-@njit(cache=True, nogil=True, inline="always")
-def epilogue_row(acc, start, bias, scale, shift, residual, row, out):
-    """``out[row] = acc[start : start + n_out] + bias``, then the fused ops.
+@njit(cache=True, nogil=True, fastmath=False)
+def epilogue_rows(acc, width, bias, scale, shift, residual, b0, nb, out):
+    """``out[b0 + r] = acc[r * width :][:n_out] + bias`` for the `nb` rows
+    of a block, then the fused ops.
 
     If `scale` has entries, the sums then go through the affine map
     ``* scale + shift`` (a ``channel_affine`` taken over); if `residual` has
     rows, ``residual[row]`` is then added (an ``add`` taken over). Each step
     is rounded to float32 as the op it replaces rounds it (a product, then a
     sum; no fused multiply-add), so the output is the one the ops would give
-    one after the other.
+    one after the other. The choice of ops is made once for the block (made
+    per row, around a loop of a few outputs, it took 3 times as long as the
+    sums of a 3-channel stem).
     """
     n_out = out.shape[1]
-    o = out[row]
     affine, residual_add = scale.shape[0] > 0, residual.shape[0] > 0
     if not affine and not residual_add:
-        for c in range(n_out):
-            o[c] = acc[start + c] + bias[c]
+        for r in range(nb):
+            for c in range(n_out):
+                out[b0 + r, c] = acc[r * width + c] + bias[c]
     elif not residual_add:
-        for c in range(n_out):
-            o[c] = (acc[start + c] + bias[c]) * scale[c] + shift[c]
+        for r in range(nb):
+            for c in range(n_out):
+                z = acc[r * width + c] + bias[c]
+                out[b0 + r, c] = z * scale[c] + shift[c]
     elif not affine:
-        r = residual[row]
-        for c in range(n_out):
-            o[c] = (acc[start + c] + bias[c]) + r[c]
+        for r in range(nb):
+            for c in range(n_out):
+                z = acc[r * width + c] + bias[c]
+                out[b0 + r, c] = z + residual[b0 + r, c]
     else:
-        r = residual[row]
-        for c in range(n_out):
-            o[c] = ((acc[start + c] + bias[c]) * scale[c] + shift[c]) + r[c]
+        for r in range(nb):
+            for c in range(n_out):
+                z = acc[r * width + c] + bias[c]
+                out[b0 + r, c] = (z * scale[c] + shift[c]) + residual[b0 + r, c]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -232,17 +241,25 @@ def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
 
     Per row of the patch (ky), run of at most :data:`FLOAT_CONV_RUN` inputs
     and slice of outputs, every row of the block in turn: each row adds its
-    inputs in the order ``(kx, c)``, whatever the block.
+    inputs in the order ``(kx, c)``, whatever the block. Rows whose patch
+    row lies inside the maps go :func:`rows_at_once` at a time
+    (:func:`scaled_add_row_block`: their chains of adds overlap), the same
+    sums as one by one.
     """
     literally(n_vec)
     k, channels = g[3], g[2]
     chunk = n_vec * LANES
     span = k * channels  # the inputs of a row of the patch
+    group = rows_at_once(n_vec)
+    dsts = np.empty(group, np.int64)
+    starts = np.empty(group, np.int64)
     for ky in range(k):
         for t0 in range(0, span, FLOAT_CONV_RUN):
             t1 = min(span, t0 + FLOAT_CONV_RUN)
+            n = t1 - t0
             for c in range(0, width, chunk):
                 w0 = ky * span * width + c
+                waiting = 0  # rows gathered for scaled_add_row_block
                 for r in range(nb):
                     iy, ix = org[r, 1] + ky, org[r, 2]
                     if iy < 0 or iy >= g[0]:
@@ -250,19 +267,15 @@ def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
                     dst = r * width + c
                     if ix >= 0 and ix + k <= g[1]:
                         # the taps of the patch's row are adjacent pixels
-                        base = tap_offset(org, r, ky, 0, g)
-                        n = t1 - t0
-                        scaled_add_rows(
-                            acc,
-                            dst,
-                            x,
-                            base + t0,
-                            flat,
-                            w0 + t0 * width,
-                            n,
-                            width,
-                            n_vec,
-                        )
+                        dsts[waiting] = dst
+                        starts[waiting] = tap_offset(org, r, ky, 0, g) + t0
+                        waiting += 1
+                        if waiting == group:
+                            w = w0 + t0 * width
+                            scaled_add_row_block(
+                                acc, dsts, x, starts, flat, w, n, width, n_vec
+                            )
+                            waiting = 0
                         continue
                     for kx in range(t0 // channels, (t1 - 1) // channels + 1):
                         if ix + kx < 0 or ix + kx >= g[1]:
@@ -273,6 +286,18 @@ def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
                         scaled_add_rows(
                             acc, dst, x, o, flat, w0 + a * width, b - a, width, n_vec
                         )
+                for q in range(waiting):
+                    scaled_add_rows(
+                        acc,
+                        dsts[q],
+                        x,
+                        starts[q],
+                        flat,
+                        w0 + t0 * width,
+                        n,
+                        width,
+                        n_vec,
+                    )
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -329,7 +354,7 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
     bias : ndarray of shape (n_out,), dtype float32
     scale, shift : ndarray of shape (n_out,) or (0,), dtype float32
         A per-channel affine map applied next (empty: none), see
-        :func:`epilogue_row`.
+        :func:`epilogue_rows`.
     residual : ndarray of shape (n * Ho * Wo, n_out) or (0, 0), dtype float32
         Maps added last (empty: none).
     out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
@@ -351,8 +376,7 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
                     _sparse_rows(x, flat, g, acc, offs, org, nb, width, count)
                 else:
                     _float_rows(x, flat, g, acc, org, nb, width, count)
-        for r in range(nb):
-            epilogue_row(acc, r * width, bias, scale, shift, residual, b0 + r, out)
+        epilogue_rows(acc, width, bias, scale, shift, residual, b0, nb, out)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

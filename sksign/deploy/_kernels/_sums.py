@@ -30,7 +30,7 @@ from numba import literal_unroll, literally, njit
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
     block_buffers,
-    epilogue_row,
+    epilogue_rows,
     origins,
     tap_offset,
     tap_offsets,
@@ -188,7 +188,7 @@ def sum_conv(
     bias : ndarray of shape (n_out,), dtype float32
     scale, shift : ndarray of shape (n_out,) or (0,), dtype float32
         A per-channel affine map applied next (empty: none), see
-        :func:`~sksign.deploy._kernels._conv.epilogue_row`.
+        :func:`~sksign.deploy._kernels._conv.epilogue_rows`.
     residual : ndarray of shape (n * Ho * Wo, n_out) or (0, 0), dtype float32
         Maps added last (empty: none).
     out : ndarray of shape (n * Ho * Wo, n_out), dtype float32
@@ -201,8 +201,7 @@ def sum_conv(
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
-        for r in range(nb):
-            epilogue_row(acc, r * width, bias, scale, shift, residual, b0 + r, out)
+        epilogue_rows(acc, width, bias, scale, shift, residual, b0, nb, out)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -16,7 +16,7 @@ C-contiguous arrays, indices in range (not checked).
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = [
@@ -24,6 +24,8 @@ __all__ = [
     "UNROLL_FLOATS",
     "add_vectors",
     "padded_width",
+    "rows_at_once",
+    "scaled_add_row_block",
     "scaled_add_rows",
 ]
 
@@ -186,3 +188,85 @@ def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
         return context.get_dummy_value()
 
     return types.void(dst, i, xs, j, src, k, n, stride, n_vec), codegen
+
+
+#: Vectors of sums :func:`scaled_add_row_block` holds in registers (of the
+#: 16 of AVX2, the rest hold the weights and an input).
+SUM_REGISTERS = 8
+
+
+@njit(cache=True, inline="always")
+def rows_at_once(n_vec):
+    """Rows :func:`scaled_add_row_block` adds at once for `n_vec` vectors."""
+    return max(1, SUM_REGISTERS // n_vec)
+
+
+@intrinsic(prefer_literal=True)
+def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec):
+    """:func:`scaled_add_rows` for :func:`rows_at_once` ``(n_vec)`` rows at once.
+
+    Row ``r`` adds into ``dst.flat[dsts[r]:]`` its inputs from
+    ``xs.flat[js[r]:]``, all rows scaling the same weight rows (`src`, `k`,
+    `stride`): each weight vector is read once for the rows, and their sums,
+    independent chains of adds, overlap (one row's chain waits on each add).
+    Each row's sums are those :func:`scaled_add_rows` makes, bit for bit.
+    `dsts` and `js` int64 arrays of at least that many entries.
+    """
+    if not (
+        isinstance(n_vec, types.IntegerLiteral)
+        and _float32_arrays(dst, xs, src)
+        and all(
+            isinstance(a, types.Array) and a.dtype == types.int64 for a in (dsts, js)
+        )
+    ):
+        return None
+    n_vectors = n_vec.literal_value
+    n_rows = rows_at_once(n_vectors)
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        vec = ir.VectorType(ir.FloatType(), LANES)
+        out, rows_at, x, starts, rows = (
+            context.make_array(sig.args[pos])(context, builder, args[pos]).data
+            for pos in (0, 1, 2, 3, 4)
+        )
+        k, n, stride = (
+            context.cast(builder, args[pos], sig.args[pos], types.int64)
+            for pos in (5, 6, 7)
+        )
+        at = [
+            builder.load(builder.gep(rows_at, [ir.Constant(i64, r)]))
+            for r in range(n_rows)
+        ]
+        j = [
+            builder.load(builder.gep(starts, [ir.Constant(i64, r)]))
+            for r in range(n_rows)
+        ]
+        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+
+        def terms(t):
+            row = builder.add(k, builder.mul(t, stride))
+            weights = [
+                builder.load(_vector_at(builder, rows, row, v), align=4)
+                for v in range(n_vectors)
+            ]
+            products = []
+            for r in range(n_rows):
+                a = builder.load(builder.gep(x, [builder.add(j[r], t)]), align=4)
+                a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, lane0)
+                a = builder.shuffle_vector(
+                    a, ir.Constant(vec, ir.Undefined), every_lane
+                )
+                products += [builder.fmul(a, w) for w in weights]
+            return products
+
+        def sums_at(s):
+            r, v = divmod(s, n_vectors)
+            return _vector_at(builder, out, at[r], v)
+
+        _sums_in_registers(builder, sums_at, n_rows * n_vectors, n, terms)
+        return context.get_dummy_value()
+
+    sig = types.void(dst, dsts, xs, js, src, k, n, stride, n_vec)
+    return sig, codegen

@@ -291,7 +291,7 @@ MAP_CONV_EPILOGUES = (("channel_affine", "add"), ("add",))
 
 def map_conv_epilogue(epilogue, ctx, oc):
     """``finish(xs, rows) -> (scale, shift, residual)`` for the convolution's
-    epilogue kernels (:func:`~sksign.deploy._kernels._conv.epilogue_row`):
+    epilogue kernels (:func:`~sksign.deploy._kernels._conv.epilogue_rows`):
     the ``channel_affine`` and ``add`` layers in `epilogue`, empty arrays for
     those absent; the residual is the run's second input."""
     scale = shift = np.zeros(0, np.float32)
