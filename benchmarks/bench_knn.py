@@ -10,6 +10,10 @@ the XOR + popcount rate of L1-resident words measured at the start of the same r
 (``benchmarks/_machine.py``, shared with ``bench_packed.py``): the peak of the
 instruction set the machine has, not an assumed one.
 
+A second table times the distance matrix (``packed_hamming_distances``)
+against the generic popcount kernel, numpy's ``bitwise_count`` on the XOR of
+packed rows (in chunks) and scipy's ``cdist(metric="hamming")`` on booleans.
+
 Usage::
 
     python benchmarks/bench_knn.py            # n_train {10k, 60k} x d {256, 1024, 4096}
@@ -27,10 +31,14 @@ import time
 
 import numpy as np
 from _machine import print_machine  # benchmarks/_machine.py, beside this script
+from scipy.spatial.distance import cdist
 from sklearn.neighbors import KNeighborsClassifier
 
 from sksign.estimators import SignKNNClassifier
+from sksign.kernels import packed_to_words
 from sksign.kernels._nibbles import nibble_kernels
+from sksign.kernels._popcount import pairwise_counts
+from sksign.metrics import packed_hamming_distances
 
 try:
     import faiss
@@ -138,6 +146,59 @@ def main():
                     + " | ".join(cells + sk)
                     + f" | {rate:.2e} | {100 * rate / peak:.0f}% |"
                 )
+    distance_matrix(rng, peak, repeat, quick)
+
+
+def numpy_counts(Ap, Bp, chunk=64):
+    """The distance matrix by numpy alone: bitwise_count of the XOR, in chunks."""
+    out = np.empty((len(Ap), len(Bp)), np.int32)
+    for a in range(0, len(Ap), chunk):
+        x = Ap[a : a + chunk, None, :] ^ Bp[None, :, :]
+        out[a : a + chunk] = np.bitwise_count(x).sum(axis=2, dtype=np.int32)
+    return out
+
+
+def distance_matrix(rng, peak, repeat, quick):
+    """Times of the distance matrix between packed codes, one table."""
+    n_a, n_b = (500, 5_000) if quick else (2_000, 10_000)
+    n_scipy = 50  # scipy on a subset of rows, its time scaled up
+    print()
+    print(f"# distance matrix, {n_a} x {n_b} codes")
+    print(
+        "| d | threads | ours (s) | generic kernel (s) | numpy bitwise_count (s) "
+        "| scipy cdist (s, scaled) | numpy / ours | bit cmp/s/core | % of peak |"
+    )
+    print("|---" * 9 + "|")
+    for n_bits in (256, 1024):
+        bits = rng.integers(0, 2, size=(n_a + n_b, n_bits), dtype=np.uint8)
+        A, B = bits[:n_a], bits[n_a:]
+        Ap, Bp = np.packbits(A, axis=1), np.packbits(B, axis=1)
+        Aw, Bw = packed_to_words(Ap, n_bits), packed_to_words(Bp, n_bits)
+
+        def generic(Aw=Aw, Bw=Bw):  # into a new matrix, as every column's
+            out = np.empty((len(Aw), len(Bw)), np.int32)
+            pairwise_counts(Aw, Bw, out)
+            return out
+
+        generic(Aw[:2], Bw[:2])  # compile
+        t_gen = best_time(generic, repeat)
+        t_np = best_time(lambda: numpy_counts(Ap, Bp), repeat)  # noqa: B023
+        sub = A[:n_scipy].astype(bool)
+        t_sc = best_time(lambda: cdist(sub, B.astype(bool), "hamming"), 1)  # noqa: B023
+        t_sc *= n_a / n_scipy
+        for threads in (1, 2):
+
+            def ours(Ap=Ap, Bp=Bp, n_bits=n_bits, threads=threads):
+                return packed_hamming_distances(Ap, Bp, n_bits=n_bits, n_jobs=threads)
+
+            ours()
+            t_ours = best_time(ours, repeat)
+            rate = n_a * n_b * n_bits / t_ours / threads
+            print(
+                f"| {n_bits} | {threads} | {t_ours:.3f} | {t_gen:.3f} | {t_np:.3f} "
+                f"| {t_sc:.1f} | {t_np / t_ours:.1f}x | {rate:.2e} "
+                f"| {100 * rate / peak:.0f}% |"
+            )
 
 
 if __name__ == "__main__":

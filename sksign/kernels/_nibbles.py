@@ -41,6 +41,7 @@ __all__ = [
     "knn_counts_nibbles",
     "nibble_counts",
     "nibble_kernels",
+    "pairwise_counts_nibbles",
 ]
 
 #: Words whose byte counts are summed in bytes before one ``vpsadbw``: each
@@ -260,3 +261,49 @@ def _all_words(dist, q_low, q_high, q0, t_low, t_high, worst):
             dist, 0, q_low, q_high, q0, t_low, t_high, w0, n, True, worst
         )
     return hits
+
+
+@njit(cache=True, nogil=True)
+def pairwise_counts_nibbles(A, B, out):
+    """:func:`~sksign.kernels._popcount.pairwise_counts` with the AVX2 nibble kernel.
+
+    ``out[i, j] = popcount(A[i] ^ B[j])`` summed over words, the same counts.
+    The rows of `B` play the queries of :func:`knn_counts_nibbles` (a block
+    split into nibbles once, word-major), each row of `A` the code compared
+    with them 16 at a time, so a row of `out` is written in runs. Needs AVX2
+    (see :func:`nibble_kernels`).
+    """
+    n_b, n_words = B.shape
+    qb = GROUP_QUERIES * max(1, min(4, 64 // max(n_words, 1)))
+    q_low = np.zeros((n_words, qb), dtype=np.uint64)
+    q_high = np.zeros((n_words, qb), dtype=np.uint64)
+    t_low = np.empty((1, n_words), dtype=np.uint64)
+    t_high = np.empty((1, n_words), dtype=np.uint64)
+    dist = np.zeros((1, qb), dtype=np.int64)
+    never = np.zeros(qb, dtype=np.int64)  # no count is below 0: no k-lists
+    mask = np.uint64(_LOW)
+    four = np.uint64(4)
+    if n_words == 0:
+        out[:, :] = 0
+        return
+    for b0 in range(0, n_b, qb):
+        m = min(qb, n_b - b0)
+        for q in range(qb):
+            for w in range(n_words):
+                x = B[b0 + q, w] if q < m else np.uint64(0)
+                q_low[w, q] = x & mask
+                q_high[w, q] = (x >> four) & mask
+        for i in range(A.shape[0]):
+            for w in range(n_words):
+                x = A[i, w]
+                t_low[0, w] = x & mask
+                t_high[0, w] = (x >> four) & mask
+            for g in range(0, m, GROUP_QUERIES):
+                if n_words == 4:  # 256-bit codes: the words unrolled
+                    nibble_counts(
+                        dist, 0, q_low, q_high, g, t_low, t_high, 0, 4, False, never
+                    )
+                else:
+                    _all_words(dist, q_low, q_high, g, t_low, t_high, never)
+            for q in range(m):
+                out[i, b0 + q] = dist[0, q]

@@ -20,7 +20,11 @@ from sklearn.utils import gen_batches
 
 from sksign._compat import Interval, validate_params
 from sksign._threads import run_in_threads
-from sksign.kernels._nibbles import knn_counts_nibbles, nibble_kernels
+from sksign.kernels._nibbles import (
+    knn_counts_nibbles,
+    nibble_kernels,
+    pairwise_counts_nibbles,
+)
 from sksign.kernels._popcount import knn_counts, pairwise_counts
 
 __all__ = [
@@ -230,7 +234,6 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
         raise ValueError(f"out must have shape {shape}; got {out.shape}.")
     n_threads = effective_n_threads(n_jobs)
     slices = list(gen_batches(A.shape[0], -(-A.shape[0] // n_threads)))
-    run_in_threads(
-        lambda s: pairwise_counts(A[s], B, out[s]), [(s,) for s in slices], n_threads
-    )
+    kernel = pairwise_counts_nibbles if nibble_kernels() else pairwise_counts
+    run_in_threads(lambda s: kernel(A[s], B, out[s]), [(s,) for s in slices], n_threads)
     return out

@@ -1,7 +1,8 @@
-"""The k-NN popcount kernels against a plain numpy reference.
+"""The k-NN and distance-matrix popcount kernels against a plain numpy reference.
 
 Both kernels (the generic ``knn_counts`` and, where the CPU has AVX2,
-the nibble kernel ``knn_counts_nibbles``) must give the k nearest codes in
+the nibble kernel ``knn_counts_nibbles``; likewise ``pairwise_counts`` and
+``pairwise_counts_nibbles`` for the distance matrix) must give the k nearest codes in
 the order of a stable sort of the float64 distances, for every code width
 (the nibble kernel's chunks of 31 words and its unrolled 4-word path
 included), every number of queries around its blocks of 16 and 64, ties and
@@ -21,9 +22,18 @@ from numba import njit
 from numba.core import config
 
 from sksign.kernels import _words as words_module
-from sksign.kernels import words_kneighbors
-from sksign.kernels._nibbles import knn_counts_nibbles, nibble_kernels
-from sksign.kernels._popcount import knn_counts, lanes_below, trailing_zeros
+from sksign.kernels import words_hamming_distances, words_kneighbors
+from sksign.kernels._nibbles import (
+    knn_counts_nibbles,
+    nibble_kernels,
+    pairwise_counts_nibbles,
+)
+from sksign.kernels._popcount import (
+    knn_counts,
+    lanes_below,
+    pairwise_counts,
+    trailing_zeros,
+)
 
 KERNELS = [
     pytest.param(knn_counts, id="generic"),
@@ -173,3 +183,44 @@ def test_words_kneighbors_gives_the_same_with_either_kernel(monkeypatch):
         results.append(words_kneighbors(Q, T, 7, n_jobs=2))
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], _reference(Q, T, 7))
+
+
+PAIRWISE = [
+    pytest.param(pairwise_counts, id="generic"),
+    pytest.param(
+        pairwise_counts_nibbles,
+        id="nibbles",
+        marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
+    ),
+]
+
+
+@pytest.mark.parametrize("kernel", PAIRWISE)
+@pytest.mark.parametrize("n_words", [0, 1, 4, 5, 31, 32, 33, 64, 70])
+@pytest.mark.parametrize(("n_a", "n_b"), [(1, 1), (3, 17), (20, 65), (9, 130)])
+def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b):
+    """Check every count of the distance matrix, the largest ones too, for
+    rows around the blocks of 16 and 64 and words around the chunks of 31."""
+    rng = np.random.default_rng(n_words * 1000 + n_a + n_b)
+    A, B = _words(rng, n_a, n_words), _words(rng, n_b, n_words)
+    if n_words:
+        B[0] = ~A[0]  # all bits different
+    out = np.full((n_a, n_b), -7, np.int32)
+    kernel(A, B, out)
+    bits_a = np.unpackbits(A.view(np.uint8), axis=1).astype(np.float64)
+    bits_b = np.unpackbits(B.view(np.uint8), axis=1).astype(np.float64)
+    ref = bits_a @ (1 - bits_b).T + (1 - bits_a) @ bits_b.T
+    np.testing.assert_array_equal(out, ref)
+    if n_words:
+        assert out[0, 0] == 64 * n_words
+
+
+def test_words_hamming_distances_gives_the_same_with_either_kernel(monkeypatch):
+    """Check the distance matrix is the same through both kernels and threads."""
+    rng = np.random.default_rng(6)
+    A, B = _words(rng, 37, 3), _words(rng, 50, 3)
+    results = []
+    for use_nibbles in (False, nibble_kernels()):
+        monkeypatch.setattr(words_module, "nibble_kernels", lambda v=use_nibbles: v)
+        results.append(words_hamming_distances(A, B, n_jobs=2))
+    np.testing.assert_array_equal(results[0], results[1])
