@@ -222,21 +222,12 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
     t_high = np.empty((1, n_words), dtype=np.uint64)
     dist = np.zeros((1, qb), dtype=np.int64)
     worst = np.empty(qb, dtype=np.int64)
-    mask = np.uint64(_LOW)
-    four = np.uint64(4)
     for q0 in range(0, n_q, qb):
         m = min(qb, n_q - q0)
-        for q in range(qb):
-            for w in range(n_words):
-                x = Q[q0 + q, w] if q < m else np.uint64(0)
-                q_low[w, q] = x & mask
-                q_high[w, q] = (x >> four) & mask
+        _split_block(Q, q0, m, q_low, q_high)
         start_lists(worst, out_d, out_i, q0, m, n_words)
         for j in range(T.shape[0]):
-            for w in range(n_words):
-                x = T[j, w]
-                t_low[0, w] = x & mask
-                t_high[0, w] = (x >> four) & mask
+            _split_row(T, j, t_low, t_high)
             for g in range(0, m, GROUP_QUERIES):
                 if n_words == 4:  # 256-bit codes: the words unrolled
                     hits = nibble_counts(
@@ -246,6 +237,28 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
                     hits = _all_words(dist, q_low, q_high, g, t_low, t_high, worst)
                 if hits:
                     enter_code(dist[0], hits, g, j, worst, out_d, out_i, q0)
+
+
+@njit(inline="always")
+def _split_block(Q, q0, m, q_low, q_high):
+    """Rows ``q0 .. q0 + m - 1`` of `Q` into low and high nibbles, word-major
+    (``q_low[w, q]``); the columns past `m` zero."""
+    mask, four = np.uint64(_LOW), np.uint64(4)
+    for q in range(q_low.shape[1]):
+        for w in range(Q.shape[1]):
+            x = Q[q0 + q, w] if q < m else np.uint64(0)
+            q_low[w, q] = x & mask
+            q_high[w, q] = (x >> four) & mask
+
+
+@njit(inline="always")
+def _split_row(T, j, t_low, t_high):
+    """Row `j` of `T` into low and high nibbles (``t_low[0, w]``)."""
+    mask, four = np.uint64(_LOW), np.uint64(4)
+    for w in range(T.shape[1]):
+        x = T[j, w]
+        t_low[0, w] = x & mask
+        t_high[0, w] = (x >> four) & mask
 
 
 @njit(inline="always")
@@ -281,23 +294,14 @@ def pairwise_counts_nibbles(A, B, out):
     t_high = np.empty((1, n_words), dtype=np.uint64)
     dist = np.zeros((1, qb), dtype=np.int64)
     never = np.zeros(qb, dtype=np.int64)  # no count is below 0: no k-lists
-    mask = np.uint64(_LOW)
-    four = np.uint64(4)
     if n_words == 0:
         out[:, :] = 0
         return
     for b0 in range(0, n_b, qb):
         m = min(qb, n_b - b0)
-        for q in range(qb):
-            for w in range(n_words):
-                x = B[b0 + q, w] if q < m else np.uint64(0)
-                q_low[w, q] = x & mask
-                q_high[w, q] = (x >> four) & mask
+        _split_block(B, b0, m, q_low, q_high)
         for i in range(A.shape[0]):
-            for w in range(n_words):
-                x = A[i, w]
-                t_low[0, w] = x & mask
-                t_high[0, w] = (x >> four) & mask
+            _split_row(A, i, t_low, t_high)
             for g in range(0, m, GROUP_QUERIES):
                 if n_words == 4:  # 256-bit codes: the words unrolled
                     nibble_counts(

@@ -35,14 +35,20 @@ from sksign.kernels._popcount import (
     trailing_zeros,
 )
 
-KERNELS = [
-    pytest.param(knn_counts, id="generic"),
-    pytest.param(
-        knn_counts_nibbles,
-        id="nibbles",
-        marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
-    ),
-]
+
+def _both(generic, nibbles):
+    """The generic kernel and, where the CPU has AVX2, its nibble twin."""
+    return [
+        pytest.param(generic, id="generic"),
+        pytest.param(
+            nibbles,
+            id="nibbles",
+            marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
+        ),
+    ]
+
+
+KERNELS = _both(knn_counts, knn_counts_nibbles)
 
 
 def _reference(Q, T, k):
@@ -185,14 +191,7 @@ def test_words_kneighbors_gives_the_same_with_either_kernel(monkeypatch):
     np.testing.assert_array_equal(results[0], _reference(Q, T, 7))
 
 
-PAIRWISE = [
-    pytest.param(pairwise_counts, id="generic"),
-    pytest.param(
-        pairwise_counts_nibbles,
-        id="nibbles",
-        marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
-    ),
-]
+PAIRWISE = _both(pairwise_counts, pairwise_counts_nibbles)
 
 
 @pytest.mark.parametrize("kernel", PAIRWISE)
