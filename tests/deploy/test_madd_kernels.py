@@ -24,6 +24,7 @@ from sksign.deploy._kernels._madd import (
     pair_bits,
     pair_sums,
     pair_weights,
+    step_pairs,
 )
 from sksign.deploy._ops import _common
 from sksign.deploy._ops._common import BLAS_MIN_ROWS, quantise, step_rows
@@ -120,3 +121,32 @@ def test_steps_in_doubt_are_decided_by_the_exact_sum(rows, n_in, n_out, spread, 
     got = step_rows(wt, steps, thr, _words(bits), n_in, n_out, 1)
     exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
     np.testing.assert_array_equal(got, _words(exact.astype(np.uint8)))
+
+
+@pytest.mark.parametrize("n_in", [1, 45, 301])
+def test_steps_in_doubt_read_no_weight_past_an_odd_count(n_in):
+    """Check the float64 sums of the outputs in doubt stop at the last unit.
+
+    With an odd number of inputs the last pair has a padding unit with no
+    weight; the weights are laid out so that whatever lies past the last
+    row is NaN, and every output is put exactly on its threshold (in doubt).
+    """
+    rng = np.random.default_rng(n_in)
+    n_out, rows = 9, BLOCK_ROWS
+    wt = rng.integers(-4, 5, (n_in, n_out)).astype(np.float32)
+    bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
+    bits[:, -1] = 1
+    thr = (bits[0].astype(np.float64) @ wt).astype(np.float32)  # ties on row 0
+    _, scale, _, w_rows, pairs = quantise(wt)
+    after = np.full(n_out * n_in + 16, np.nan, np.float32)
+    w_rows_nan = after[: n_out * n_in].reshape(n_out, n_in)
+    w_rows_nan[:] = w_rows
+    x32 = np.zeros((rows, -(-n_in // 2)), np.int32)
+    pair_bits(_words(bits), n_in, x32, 0, rows)
+    sums = np.empty((rows, pairs.shape[0] // x32.shape[1] * 16), np.int32)
+    pair_sums(x32, pairs, sums, 0, rows)
+    out = np.empty((rows, 1), np.uint64)
+    step_pairs(sums, x32, scale, thr, w_rows_nan, out, 0, rows)
+    exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+    np.testing.assert_array_equal(out, _words(exact.astype(np.uint8)))
+    assert exact[0].all()  # every output of row 0 fires, by its exact sum

@@ -250,19 +250,24 @@ def _active(x32, i):
     return k
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _unit(x32, i, u):
+    """Unit `u` (0 or 1) of row `i` of paired bits, as a float64."""
+    return np.float64((x32[i, u >> 1] >> (16 * (u & 1))) & 0xFFFF)
+
+
 @njit(cache=True, nogil=True, fastmath=False)
 def _exact_pair_sum(x32, i, w_rows, o):
     """``sum(w_rows[o, u])`` over the 1 units u of row `i`, in float64.
 
-    In unit order; a 0 unit adds ``+-0.0`` (the sum never is ``-0.0``, so
-    this is the sum of the 1 units alone) rather than branching on a coin
-    toss.
+    In unit order over the layer's ``w_rows.shape[1]`` units (never the
+    padding unit of an odd count: it has no weight); a 0 unit adds
+    ``+-0.0`` (the sum never is ``-0.0``, so this is the sum of the 1 units
+    alone) rather than branching on a coin toss.
     """
     s = 0.0
-    for p in range(x32.shape[1]):
-        v = x32[i, p]
-        s += np.float64(w_rows[o, 2 * p]) * np.float64(v & 0xFFFF)
-        s += np.float64(w_rows[o, 2 * p + 1]) * np.float64(v >> 16)
+    for u in range(w_rows.shape[1]):
+        s += np.float64(w_rows[o, u]) * _unit(x32, i, u)
     return s
 
 
@@ -275,16 +280,12 @@ def _exact_pair_sums4(x32, i, w_rows, outs, at):
     """
     oa, ob, oc, od = outs[at], outs[at + 1], outs[at + 2], outs[at + 3]
     sa = sb = sc = sd = 0.0
-    for p in range(x32.shape[1]):
-        v = x32[i, p]
-        for u, bit in (
-            (2 * p, np.float64(v & 0xFFFF)),
-            (2 * p + 1, np.float64(v >> 16)),
-        ):
-            sa += np.float64(w_rows[oa, u]) * bit
-            sb += np.float64(w_rows[ob, u]) * bit
-            sc += np.float64(w_rows[oc, u]) * bit
-            sd += np.float64(w_rows[od, u]) * bit
+    for u in range(w_rows.shape[1]):
+        bit = _unit(x32, i, u)
+        sa += np.float64(w_rows[oa, u]) * bit
+        sb += np.float64(w_rows[ob, u]) * bit
+        sc += np.float64(w_rows[oc, u]) * bit
+        sd += np.float64(w_rows[od, u]) * bit
     return sa, sb, sc, sd
 
 
