@@ -38,3 +38,70 @@ def test_the_host_cpu_by_default(monkeypatch):
     assert path.startswith("AVX-512") == bool(host.get("avx512vpopcntdq"))
     if not host.get("avx512vpopcntdq"):
         assert path.startswith("AVX2") == bool(host.get("avx2"))
+
+
+# Compiles (never runs) the popcount kernels for a CPU with AVX-512 VPOPCNTDQ
+# and counts instructions in their machine code; prints one line of JSON.
+_MACHINE_CODE = """
+import json, re
+from numba import types
+from sksign.deploy._kernels._xnor import xnor_affine
+from sksign.kernels import popcount_instructions
+from sksign.kernels._nibbles import nibble_kernels
+from sksign.kernels._popcount import knn_counts, pairwise_counts
+
+u64, i64, f32, i32 = (types.Array(t, d, "C") for t, d in (
+    (types.uint64, 2), (types.int64, 2), (types.float32, 1), (types.int32, 2)))
+f32_2 = types.Array(types.float32, 2, "C")
+n = types.int64
+kernels = {
+    "xnor_affine": (xnor_affine, (u64, u64, n, f32, f32, f32_2, n, n, n, n)),
+    "knn_counts": (knn_counts, (u64, u64, i64, i64)),
+    "pairwise_counts": (pairwise_counts, (u64, u64, i32)),
+}
+found = {"path": popcount_instructions(), "nibbles": nibble_kernels()}
+for name, (kernel, sig) in kernels.items():
+    kernel.compile(sig)
+    asm = kernel.inspect_asm(sig)
+    found[name] = {i: len(re.findall(r"\\b" + i + r"\\b", asm))
+                   for i in ("vpopcntq", "vpshufb")}
+print(json.dumps(found))
+"""
+
+AVX512_VPOPCNTDQ = (
+    "+64bit,+avx,+avx2,+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl,"
+    "+avx512vpopcntdq,+bmi,+bmi2,+cx16,+f16c,+fma,+lzcnt,+movbe,+popcnt,"
+    "+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave"
+)
+
+
+def test_the_kernels_compile_to_the_vector_popcount_where_the_cpu_has_it(tmp_path):
+    """Check the machine code for an AVX-512 VPOPCNTDQ CPU (an Ice Lake
+    server), compiled here but never run: the sign x sign layer, the k-NN
+    search and the distance matrix use ``vpopcntq``, none the AVX2 nibble
+    look-ups, and the nibble kernels are not chosen there."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(
+        os.environ,
+        NUMBA_CPU_NAME="icelake-server",
+        NUMBA_CPU_FEATURES=AVX512_VPOPCNTDQ,
+        NUMBA_CACHE_DIR=str(tmp_path),  # never the host's compiled kernels
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", _MACHINE_CODE],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["path"].startswith("AVX-512 VPOPCNTDQ")
+    assert found["nibbles"] is False
+    for name in ("xnor_affine", "knn_counts", "pairwise_counts"):
+        assert found[name]["vpopcntq"] > 0, name
+        assert found[name]["vpshufb"] == 0, name
