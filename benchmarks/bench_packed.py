@@ -81,6 +81,12 @@ from sksign.estimators import HTAFNetClassifier
 N_FEATURES, N_CLASSES, TIME_STEPS = 784, 10, 4
 # built once: a ThreadpoolController costs milliseconds to make
 BLAS = ThreadpoolController()
+#: Seconds of untimed runs before each timed one (see ``best_of``): torch's
+#: OpenMP workers spin on the second core for 20-40 ms after torch's last call
+#: (libgomp's default wait policy), which halved the packed nets' second
+#: thread when they were timed right after torch (a two-thread hidden layer
+#: 1.0-1.5 ms for 20-40 ms after a torch call, 0.63 ms after).
+SETTLE = 0.05
 
 
 def build(arch, width, seed=0):
@@ -232,7 +238,10 @@ def images(batches, repeats, nets=None, threads=(1,)):
 
                 with BLAS.limit(limits=n_threads, user_api="blas"):
                     (tt, _), (tp, _), (tu, _) = best_of(
-                        [torch_model, packed_model, one_by_one], repeats, warm=1
+                        [torch_model, packed_model, one_by_one],
+                        repeats,
+                        warm=1,
+                        settle=SETTLE,
                     )
                 print(
                     f"| {arch} | {n_threads} | {batch} | {tt * 1e3:.2f} "
@@ -426,7 +435,7 @@ def main():
                     # each callable's runs back to back (warm caches: the
                     # torch BNN streams its float weights through the cache)
                     tl, pl, tm, pm = (
-                        best_of([fn], repeats)[0][0]
+                        best_of([fn], repeats, settle=SETTLE)[0][0]
                         for fn in (t_layer, packed_hidden, torch_model, packed_model)
                     )
                     model_note = ""
