@@ -215,12 +215,7 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
     :func:`nibble_kernels`).
     """
     n_q, n_words = Q.shape
-    qb = GROUP_QUERIES * max(1, min(4, 64 // n_words))
-    q_low = np.zeros((n_words, qb), dtype=np.uint64)
-    q_high = np.zeros((n_words, qb), dtype=np.uint64)
-    t_low = np.empty((1, n_words), dtype=np.uint64)
-    t_high = np.empty((1, n_words), dtype=np.uint64)
-    dist = np.zeros((1, qb), dtype=np.int64)
+    qb, q_low, q_high, t_low, t_high, dist = _buffers(n_words)
     worst = np.empty(qb, dtype=np.int64)
     for q0 in range(0, n_q, qb):
         m = min(qb, n_q - q0)
@@ -229,14 +224,23 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
         for j in range(T.shape[0]):
             _split_row(T, j, t_low, t_high)
             for g in range(0, m, GROUP_QUERIES):
-                if n_words == 4:  # 256-bit codes: the words unrolled
-                    hits = nibble_counts(
-                        dist, 0, q_low, q_high, g, t_low, t_high, 0, 4, False, worst
-                    )
-                else:
-                    hits = _all_words(dist, q_low, q_high, g, t_low, t_high, worst)
+                hits = _all_words(dist, q_low, q_high, g, t_low, t_high, worst)
                 if hits:
                     enter_code(dist[0], hits, g, j, worst, out_d, out_i, q0)
+
+
+@njit(inline="always")
+def _buffers(n_words):
+    """``(qb, q_low, q_high, t_low, t_high, dist)``: a block of `qb` queries
+    (up to 64, fewer past 16 words so that its nibbles stay in L1), their
+    nibbles word-major, one code's nibbles and its counts."""
+    qb = GROUP_QUERIES * max(1, min(4, 64 // max(n_words, 1)))
+    q_low = np.zeros((n_words, qb), dtype=np.uint64)
+    q_high = np.zeros((n_words, qb), dtype=np.uint64)
+    t_low = np.empty((1, n_words), dtype=np.uint64)
+    t_high = np.empty((1, n_words), dtype=np.uint64)
+    dist = np.zeros((1, qb), dtype=np.int64)
+    return qb, q_low, q_high, t_low, t_high, dist
 
 
 @njit(inline="always")
@@ -264,8 +268,13 @@ def _split_row(T, j, t_low, t_high):
 @njit(inline="always")
 def _all_words(dist, q_low, q_high, q0, t_low, t_high, worst):
     """:func:`nibble_counts` over all the words, in chunks of
-    :data:`MAX_CHUNK_WORDS`; the mask of the last."""
+    :data:`MAX_CHUNK_WORDS` (256-bit codes: the 4 words unrolled); the mask
+    of the last."""
     n_words = t_low.shape[1]
+    if n_words == 4:
+        return nibble_counts(
+            dist, 0, q_low, q_high, q0, t_low, t_high, 0, 4, False, worst
+        )
     n = min(MAX_CHUNK_WORDS, n_words)
     hits = nibble_counts(dist, 0, q_low, q_high, q0, t_low, t_high, 0, n, False, worst)
     for w0 in range(MAX_CHUNK_WORDS, n_words, MAX_CHUNK_WORDS):
@@ -287,27 +296,17 @@ def pairwise_counts_nibbles(A, B, out):
     (see :func:`nibble_kernels`).
     """
     n_b, n_words = B.shape
-    qb = GROUP_QUERIES * max(1, min(4, 64 // max(n_words, 1)))
-    q_low = np.zeros((n_words, qb), dtype=np.uint64)
-    q_high = np.zeros((n_words, qb), dtype=np.uint64)
-    t_low = np.empty((1, n_words), dtype=np.uint64)
-    t_high = np.empty((1, n_words), dtype=np.uint64)
-    dist = np.zeros((1, qb), dtype=np.int64)
-    never = np.zeros(qb, dtype=np.int64)  # no count is below 0: no k-lists
     if n_words == 0:
         out[:, :] = 0
         return
+    qb, q_low, q_high, t_low, t_high, dist = _buffers(n_words)
+    never = np.zeros(qb, dtype=np.int64)  # no count is below 0: no k-lists
     for b0 in range(0, n_b, qb):
         m = min(qb, n_b - b0)
         _split_block(B, b0, m, q_low, q_high)
         for i in range(A.shape[0]):
             _split_row(A, i, t_low, t_high)
             for g in range(0, m, GROUP_QUERIES):
-                if n_words == 4:  # 256-bit codes: the words unrolled
-                    nibble_counts(
-                        dist, 0, q_low, q_high, g, t_low, t_high, 0, 4, False, never
-                    )
-                else:
-                    _all_words(dist, q_low, q_high, g, t_low, t_high, never)
+                _all_words(dist, q_low, q_high, g, t_low, t_high, never)
             for q in range(m):
                 out[i, b0 + q] = dist[0, q]

@@ -138,6 +138,15 @@ def _vector_at(builder, base, index, v):
     return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
 
 
+def _broadcast(builder, base, index):
+    """A vector of :data:`LANES` copies of the float ``base[index]``."""
+    vec = ir.VectorType(ir.FloatType(), LANES)
+    every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+    a = builder.load(builder.gep(base, [index]), align=4)
+    a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, ir.IntType(32)(0))
+    return builder.shuffle_vector(a, ir.Constant(vec, ir.Undefined), every_lane)
+
+
 def _float32_arrays(*arrays):
     return all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays)
 
@@ -157,7 +166,6 @@ def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
     n_vectors = n_vec.literal_value
 
     def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.FloatType(), LANES)
         out, x, rows = (
             context.make_array(sig.args[pos])(context, builder, args[pos]).data
             for pos in (0, 2, 4)
@@ -166,13 +174,9 @@ def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
             context.cast(builder, args[pos], sig.args[pos], types.int64)
             for pos in (1, 3, 5, 6, 7)
         )
-        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
 
         def terms(t):
-            a = builder.load(builder.gep(x, [builder.add(j, t)]), align=4)
-            lane0 = ir.Constant(ir.IntType(32), 0)
-            a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, lane0)
-            a = builder.shuffle_vector(a, ir.Constant(vec, ir.Undefined), every_lane)
+            a = _broadcast(builder, x, builder.add(j, t))
             row = builder.add(k, builder.mul(t, stride))
             return [
                 builder.fmul(
@@ -225,7 +229,6 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
-        vec = ir.VectorType(ir.FloatType(), LANES)
         out, rows_at, x, starts, rows = (
             context.make_array(sig.args[pos])(context, builder, args[pos]).data
             for pos in (0, 1, 2, 3, 4)
@@ -242,8 +245,6 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
             builder.load(builder.gep(starts, [ir.Constant(i64, r)]))
             for r in range(n_rows)
         ]
-        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-        lane0 = ir.Constant(ir.IntType(32), 0)
 
         def terms(t):
             row = builder.add(k, builder.mul(t, stride))
@@ -253,11 +254,7 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
             ]
             products = []
             for r in range(n_rows):
-                a = builder.load(builder.gep(x, [builder.add(j[r], t)]), align=4)
-                a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, lane0)
-                a = builder.shuffle_vector(
-                    a, ir.Constant(vec, ir.Undefined), every_lane
-                )
+                a = _broadcast(builder, x, builder.add(j[r], t))
                 products += [builder.fmul(a, w) for w in weights]
             return products
 
