@@ -27,10 +27,10 @@ are left empty.
 # SPDX-License-Identifier: BSD-3-Clause
 
 import argparse
-import time
 
 import numpy as np
 from _machine import print_machine  # benchmarks/_machine.py, beside this script
+from _timing import best_of  # benchmarks/_timing.py, beside this script
 from scipy.spatial.distance import cdist
 from sklearn.neighbors import KNeighborsClassifier
 
@@ -46,6 +46,10 @@ except ImportError:
     faiss = None
 
 K = 5
+#: Seconds of untimed runs before each timed one: faiss's OpenMP workers (and
+#: torch's, where loaded) keep spinning on the other core for 20-40 ms after
+#: their last call, which a kernel timed inside that window would share.
+SETTLE = 0.05
 
 
 def clustered_codes(rng, n, n_bits, n_clusters=100, flip=0.1):
@@ -56,13 +60,10 @@ def clustered_codes(rng, n, n_bits, n_clusters=100, flip=0.1):
     return bits, cluster % 10
 
 
-def best_time(func, repeat):
-    best = np.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
-    return best
+def best_time(func, repeat, settle=SETTLE):
+    """Best wall time of `repeat` runs, each after `settle` s of its own runs."""
+    ((wall, _),) = best_of([func], repeat, settle=settle)
+    return wall
 
 
 def faiss_flat(train, queries, threads, repeat):
@@ -118,7 +119,7 @@ def main():
                 ref = KNeighborsClassifier(K, metric="hamming", algorithm="brute")
                 ref.fit(X.astype(bool), y)
                 sub = Q[:n_sklearn_queries].astype(bool)
-                t_sub = best_time(lambda: ref.predict(sub), 1)  # noqa: B023
+                t_sub = best_time(lambda: ref.predict(sub), 1, 0)  # noqa: B023
                 t_sklearn = t_sub * n_queries / n_sklearn_queries
             for threads in (1, 2):
                 clf = SignKNNClassifier(K, packed=True, n_bits=n_bits, n_jobs=threads)
@@ -184,7 +185,7 @@ def distance_matrix(rng, peak, repeat, quick):
         t_gen = best_time(generic, repeat)
         t_np = best_time(lambda: numpy_counts(Ap, Bp), repeat)  # noqa: B023
         sub = A[:n_scipy].astype(bool)
-        t_sc = best_time(lambda: cdist(sub, B.astype(bool), "hamming"), 1)  # noqa: B023
+        t_sc = best_time(lambda: cdist(sub, B.astype(bool), "hamming"), 1, 0)  # noqa: B023
         t_sc *= n_a / n_scipy
         for threads in (1, 2):
 

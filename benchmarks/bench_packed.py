@@ -66,7 +66,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from threadpoolctl import ThreadpoolController
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -79,8 +78,6 @@ from sksign.deploy._ops._common import run_rows_cols as _run_rows_cols
 from sksign.estimators import HTAFNetClassifier
 
 N_FEATURES, N_CLASSES, TIME_STEPS = 784, 10, 4
-# built once: a ThreadpoolController costs milliseconds to make
-BLAS = ThreadpoolController()
 #: Seconds of untimed runs before each timed one (see ``best_of``): torch's
 #: OpenMP workers spin on the second core for 20-40 ms after torch's last call
 #: (libgomp's default wait policy), which halved the packed nets' second
@@ -236,13 +233,12 @@ def images(batches, repeats, nets=None, threads=(1,)):
                 def one_by_one(xf=xf, packed=packed, n_threads=n_threads):
                     return packed.forward(xf, n_threads, fused=False)
 
-                with BLAS.limit(limits=n_threads, user_api="blas"):
-                    (tt, _), (tp, _), (tu, _) = best_of(
-                        [torch_model, packed_model, one_by_one],
-                        repeats,
-                        warm=1,
-                        settle=SETTLE,
-                    )
+                (tt, _), (tp, _), (tu, _) = best_of(
+                    [torch_model, packed_model, one_by_one],
+                    repeats,
+                    warm=1,
+                    settle=SETTLE,
+                )
                 print(
                     f"| {arch} | {n_threads} | {batch} | {tt * 1e3:.2f} "
                     f"| {tp * 1e3:.2f} | {tt / tp:.2f}x | {tu * 1e3:.2f} "
@@ -374,14 +370,13 @@ def main():
         unknown = set(args.nets or ()) - {"bnn", "dhn", "snn"}
         if unknown:
             parser.error(f"unknown nets {sorted(unknown)}")
-        with BLAS.limit(limits=1, user_api="blas"):
-            summary(
-                args.widths or [256],
-                args.batches or [1, 64, 256],
-                args.threads or [1],
-                args.repeats or 20,
-                args.nets or ["dhn", "bnn", "snn"],
-            )
+        summary(
+            args.widths or [256],
+            args.batches or [1, 64, 256],
+            args.threads or [1],
+            args.repeats or 20,
+            args.nets or ["dhn", "bnn", "snn"],
+        )
         return
     widths = args.widths or ([1024] if args.quick else [1024, 4096])
     batches = args.batches or ([1, 64] if args.quick else [1, 64, 1024])
@@ -424,12 +419,10 @@ def main():
                             return module(xt)
 
                     def packed_model(X=X, n_threads=n_threads, packed=packed):
-                        with BLAS.limit(limits=n_threads, user_api="blas"):
-                            return packed.net_.forward(X, n_threads)
+                        return packed.net_.forward(X, n_threads)
 
                     def packed_hidden(n_threads=n_threads, p_layer=p_layer):
-                        with BLAS.limit(limits=n_threads, user_api="blas"):
-                            return p_layer(n_threads)
+                        return p_layer(n_threads)
 
                     repeats = args.repeats or (3 if batch * width >= 1024 * 4096 else 7)
                     # each callable's runs back to back (warm caches: the

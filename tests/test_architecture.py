@@ -175,6 +175,29 @@ def test_worker_threads_come_from_one_fork_safe_pool():
     assert list(found) == ["_threads.py"], found
 
 
+def _is_matrix_product(node):
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)) or (
+        isinstance(node, ast.Attribute) and node.attr in ("matmul", "dot", "einsum")
+    )
+
+
+def test_packed_runtime_products_go_through_blas_product():
+    """Check that the packed runtime's BLAS products are made in one place,
+    ``blas_product``, which splits them over the net's own threads in blocks
+    set by the shape (BLAS's own threads spin after a call, and their blocks
+    follow the thread count): a product written elsewhere would bring both
+    back. The converters and the bit-map geometry helpers run at pack or
+    load time, not per call, and are left out."""
+    at_load = ("deploy/_convert", "deploy/_maps.py")
+    found = {
+        m: lines
+        for m, lines in _modules_where(_is_matrix_product).items()
+        if m.startswith("deploy/") and not m.startswith(at_load)
+    }
+    assert list(found) == ["deploy/_ops/_common.py"], found
+    assert len(found["deploy/_ops/_common.py"]) == 2, found  # np.matmul, twice
+
+
 #: the longest a module of sksign may be, in lines
 MAX_LINES = 600
 

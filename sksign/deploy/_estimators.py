@@ -6,12 +6,10 @@
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import ThreadpoolController
 
 from sksign._shapes import check_sample_shape, split_sample_shape
 from sksign._utils import restore_state_on_error
@@ -19,39 +17,6 @@ from sksign.deploy._runtime import PackedNet
 from sksign.kernels import effective_n_threads
 
 __all__ = ["PackedClassifier", "PackedRegressor"]
-
-
-_CONTROLLER = []
-
-
-def _blas_controller():
-    """One ThreadpoolController per process (building one costs milliseconds)."""
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
-
-
-@contextmanager
-def _blas_threads(n_threads):
-    """Run the block with every BLAS library on `n_threads` threads.
-
-    What ``ThreadpoolController.limit`` does, for the BLAS libraries alone
-    and touching only those on another count: 2 microseconds a call where
-    ``limit`` takes 20, which a small packed net's forward does not take.
-    """
-    changed = []
-    try:
-        for lib in _blas_controller().lib_controllers:
-            if lib.user_api != "blas":
-                continue
-            n = lib.get_num_threads()
-            if n != n_threads:
-                changed.append((lib, n))
-                lib.set_num_threads(n_threads)
-        yield
-    finally:
-        for lib, n in reversed(changed):
-            lib.set_num_threads(n)
 
 
 def _plain_rows(X, n_features):
@@ -210,15 +175,9 @@ class _PackedBase(BaseEstimator):
         return np.ascontiguousarray(rows, dtype=np.float32)
 
     def _outputs(self, X):
-        """Raw float32 outputs of the net for `X`.
-
-        The BLAS calls of the float layers run on the same number of threads
-        as the bit kernels.
-        """
-        X = self._rows(X)
-        n_threads = effective_n_threads(self.n_jobs)
-        with _blas_threads(n_threads):
-            return self.net_.forward(X, n_threads)
+        """Raw float32 outputs of the net for `X`, on `n_jobs` threads."""
+        X = self._rows(X)  # checks the estimator is fitted first
+        return self.net_.forward(X, effective_n_threads(self.n_jobs))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -241,8 +200,12 @@ class PackedClassifier(ClassifierMixin, _PackedBase):
     net : PackedNet, default=None
         The packed layer graph.
     n_jobs : int, default=None
-        Threads of the kernels; None means 1 unless in a
-        :func:`joblib.parallel_config` context, -1 means all processors.
+        Threads of the kernels and of the float layers' BLAS products; None
+        means 1 unless in a :func:`joblib.parallel_config` context, -1 means
+        all processors. The BLAS library's own threads are held at one during
+        a call (its count restored after), and the products split over these
+        threads in blocks set by the shape, so the outputs are the same on
+        any number of threads.
 
     Attributes
     ----------
@@ -352,8 +315,12 @@ class PackedRegressor(RegressorMixin, _PackedBase):
     net : PackedNet, default=None
         The packed layer graph.
     n_jobs : int, default=None
-        Threads of the kernels; None means 1 unless in a
-        :func:`joblib.parallel_config` context, -1 means all processors.
+        Threads of the kernels and of the float layers' BLAS products; None
+        means 1 unless in a :func:`joblib.parallel_config` context, -1 means
+        all processors. The BLAS library's own threads are held at one during
+        a call (its count restored after), and the products split over these
+        threads in blocks set by the shape, so the outputs are the same on
+        any number of threads.
 
     Attributes
     ----------

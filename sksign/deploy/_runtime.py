@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from sksign.deploy._format import (
     FORMAT,
@@ -28,7 +29,7 @@ from sksign.deploy._maps import unpack_pixels
 from sksign.deploy._ops import OPS
 from sksign.deploy._ops._common import Context, split, unpack_rows
 
-__all__ = ["FORMAT", "OPS", "VERSION", "PackedNet"]
+__all__ = ["FORMAT", "OPS", "VERSION", "PackedNet", "blas_on_one_thread"]
 
 #: Layers with fewer multiply-accumulates (:meth:`PackedNet._work` x rows)
 #: than this run on one thread: handing work to a second thread costs about
@@ -43,6 +44,40 @@ ELEMENT_WORK = 64
 #: Samples of an image net run together (its feature maps take memory in
 #: proportion to the batch).
 MAP_CHUNK = 64
+
+
+_BLAS_LIBRARIES = []
+
+
+class blas_on_one_thread:  # lower case, as contextlib's context managers
+    """Run the block with every BLAS library on one thread of its own.
+
+    A forward splits its float products over its own threads
+    (:func:`~sksign.deploy._ops._common.blas_product`). What
+    ``ThreadpoolController.limit`` does, for the BLAS libraries alone and
+    touching only those on another count: 3-7 microseconds a call where
+    ``limit`` takes 20, which a small packed net's forward does not take.
+    The user's counts come back after the block, also when it raises.
+    """
+
+    __slots__ = ("_changed",)
+
+    def __enter__(self):
+        if not _BLAS_LIBRARIES:  # found once per process (it takes milliseconds)
+            found = ThreadpoolController().lib_controllers
+            _BLAS_LIBRARIES.append([lib for lib in found if lib.user_api == "blas"])
+        self._changed = []
+        for lib in _BLAS_LIBRARIES[0]:
+            n = lib.get_num_threads()
+            if n != 1:
+                self._changed.append((lib, n))
+                lib.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        for lib, n in reversed(self._changed):
+            lib.set_num_threads(n)
+        return False
 
 
 class PackedNet:
@@ -187,7 +222,10 @@ class PackedNet:
         X : ndarray of shape (n_samples, n_features_in), dtype float32
             Input rows (C-contiguous).
         n_threads : int, default=1
-            Threads the kernels run on.
+            Threads the kernels run on (BLAS included: the BLAS library's
+            own threads are held at one during the call, and the float
+            products split over these; see
+            :func:`~sksign.deploy._ops._common.blas_product`).
         keep : collection of str, default=()
             Names of intermediate values to return as well.
         fused : bool, default=True
@@ -202,11 +240,15 @@ class PackedNet:
             The output value of the graph; with `keep`, a dict of the kept
             values and ``"output"``.
         """
+        with blas_on_one_thread():
+            return self._forward(X, n_threads, keep, fused)
+
+    def _forward(self, X, n_threads, keep, fused):
         n = X.shape[0]
         if self._has_maps and n > MAP_CHUNK:
             # feature maps: bounded memory, a chunk of samples at a time
             parts = [
-                self.forward(X[a:b], n_threads, keep=keep, fused=fused)
+                self._forward(X[a:b], n_threads, keep, fused)
                 for a, b in split(n, -(-n // MAP_CHUNK))
             ]
             if not keep:
@@ -237,7 +279,8 @@ class PackedNet:
 
     def _run(self, layer, env, n, n_threads):
         """The output of `layer` (one of :attr:`layers`) on the values `env`."""
-        return self._run_step(self._by_output[layer["output"]], env, n, n_threads)
+        with blas_on_one_thread():
+            return self._run_step(self._by_output[layer["output"]], env, n, n_threads)
 
     def unpack(self, value, words):
         """0/1 uint8 array of the packed value `value` (for inspection).

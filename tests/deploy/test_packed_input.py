@@ -1,6 +1,6 @@
 """The packed estimators' input checks: a fast path for plain float rows that
-gives what scikit-learn's validate_data gives, and the BLAS thread count of a
-call restored afterwards."""
+gives what scikit-learn's validate_data gives, and the BLAS library held at
+one thread during a call, its count restored afterwards."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.utils.validation import validate_data
-from threadpoolctl import threadpool_info
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from sksign.deploy import pack
 from sksign.deploy._estimators import _plain_rows
@@ -106,9 +106,10 @@ def _blas_threads():
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_blas_runs_on_n_jobs_threads_and_is_restored(packed, n_jobs, monkeypatch):
-    """Check the float layers' BLAS runs on n_jobs threads during a call, and
-    the user's count comes back after it, also when the forward raises."""
+def test_blas_runs_on_one_thread_in_a_call_and_is_restored(packed, n_jobs, monkeypatch):
+    """Check the BLAS library runs on one thread of its own during a forward
+    (the float products split over the net's threads instead), and the
+    user's count comes back after it, also when the forward raises."""
     before = _blas_threads()
     if not before:
         pytest.skip("no BLAS library found by threadpoolctl")
@@ -116,22 +117,25 @@ def test_blas_runs_on_n_jobs_threads_and_is_restored(packed, n_jobs, monkeypatch
     X = np.zeros((4, N_FEATURES))
     seen = []
     net = packed.net_
-    forward = type(net).forward
+    forward = type(net)._forward
 
     def spy(self, *args, **kwargs):
         seen.append(_blas_threads())
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(type(net), "forward", spy)
-    packed.predict(X)
-    assert seen == [[n_jobs] * len(before)]
-    assert _blas_threads() == before
-
-    def broken(self, *args, **kwargs):
-        raise RuntimeError("boom")
-
-    monkeypatch.setattr(type(net), "forward", broken)
-    with pytest.raises(RuntimeError, match="boom"):
+    monkeypatch.setattr(type(net), "_forward", spy)
+    with threadpool_limits(3, user_api="blas"):
+        outside = _blas_threads()
         packed.predict(X)
+        assert seen == [[1] * len(before)]
+        assert _blas_threads() == outside
+
+        def broken(self, *args, **kwargs):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(type(net), "_forward", broken)
+        with pytest.raises(RuntimeError, match="boom"):
+            packed.predict(X)
+        assert _blas_threads() == outside
     assert _blas_threads() == before
     packed.set_params(n_jobs=None)

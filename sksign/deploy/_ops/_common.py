@@ -72,6 +72,17 @@ BLAS_MIN_ROWS = 8
 #: beats the matrix product at any batch size (it costs in proportion to the
 #: active bits, the product does not).
 SPARSE_DENSITY = 0.2
+#: Rows (else columns) of one BLAS call of :func:`blas_product`, at least,
+#: and its multiply-adds, at least (a hand-over to a thread costs about
+#: 0.085 ms; 2**23 multiply-adds take about 0.2 ms). BLAS libraries round a
+#: row's sums differently with the rows or columns of the call (OpenBLAS
+#: does at 64 or 512 rows, not at 48 or 768), so the blocks are set by the
+#: product's shape, never by the thread count; each call packs the other
+#: operand again, about 5% of a call of 128 rows of 784 x 1024 (measured
+#: with OpenBLAS 0.3.31 on an AMD EPYC, Zen 3).
+BLAS_BLOCK_ROWS = 128
+BLAS_BLOCK_COLS = 256
+BLAS_BLOCK_WORK = 2**23
 #: Largest nibble tables (bytes, per layer) of a real-weights convolution on
 #: bit maps (they take 4 times the float32 weights); past this, the layer
 #: always sums by weight rows.
@@ -167,6 +178,36 @@ def run_rows(kernel, n_rows, n_threads, *args):
     run_in_threads(kernel, tasks, n_threads)
 
 
+def blas_product(x, w, n_threads):
+    """``x @ w`` as a new C-contiguous array, split over our `n_threads`.
+
+    A forward holds the BLAS library's own threads at one
+    (:func:`sksign.deploy._runtime.blas_on_one_thread`) and each of our
+    threads runs BLAS on blocks of rows (of columns, for fewer rows): a
+    BLAS library's threads spin for up to about 0.1 s after each call
+    (OpenBLAS's ``THREAD_TIMEOUT``), so with them the bit kernels of the
+    next layers had shared their cores with idle BLAS threads. The blocks
+    follow from the shape alone (:data:`BLAS_BLOCK_ROWS`), so a row's sums
+    are the same on any number of threads.
+    """
+    (rows, inner), cols = x.shape, w.shape[1]
+    row_block = max(BLAS_BLOCK_ROWS, BLAS_BLOCK_WORK // max(1, inner * cols))
+    col_block = max(BLAS_BLOCK_COLS, BLAS_BLOCK_WORK // max(1, rows * inner))
+    if rows >= 2 * row_block:
+        tasks = [(a, b, 0, cols) for a, b in split(rows, rows // row_block)]
+    elif cols >= 2 * col_block:
+        tasks = [(0, rows, a, b) for a, b in split(cols, cols // col_block)]
+    else:
+        return np.matmul(x, w)  # one call (C-contiguous)
+    out = np.empty((rows, cols), dtype=np.result_type(x, w))
+
+    def block(r0, r1, c0, c1):
+        np.matmul(x[r0:r1], w[:, c0:c1], out=out[r0:r1, c0:c1])
+
+    run_in_threads(block, tasks, n_threads)
+    return out
+
+
 def row_runner(n_threads):
     """``run(kernel, n_rows, *args)`` on `n_threads` (the callback of _maps)."""
 
@@ -254,7 +295,7 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     if dense is None:
         dense = np.empty((rows, width), dtype=np.float32)
         run_rows(unpack_words, rows, n_threads, x, width, dense)
-    z = dense.astype(np.float32, copy=False) @ wt
+    z = blas_product(dense.astype(np.float32, copy=False), wt, n_threads)
     run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
     return out
 

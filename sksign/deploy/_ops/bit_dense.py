@@ -16,6 +16,7 @@ from sksign.deploy._kernels import bit_accumulate, unpack_words
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
     SPARSE_DENSITY,
+    blas_product,
     density,
     run_rows,
     run_rows_cols,
@@ -46,7 +47,7 @@ def prepare(layer, ctx):
                 # many rows: a matrix product of the 0/1 rows (BLAS)
                 dense = np.empty((rows, width), dtype=acc.dtype)
                 run_rows(unpack_words, rows, n_threads, bits, width, dense)
-                acc += dense @ weights()
+                acc += blas_product(dense, weights(), n_threads)
         return acc.astype(np.float32, copy=False)
 
     return run

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sksign.deploy._format import CONV_ATTRS, OpSpec, conv_geometry
 from sksign.deploy._maps import im2col
-from sksign.deploy._ops._common import channels_first
+from sksign.deploy._ops._common import blas_product, channels_first
 
 
 def prepare(layer, ctx):
@@ -23,7 +23,7 @@ def prepare(layer, ctx):
     def run(xs, n, n_threads):
         maps = xs[0].reshape(-1, c, h, w)
         patches, (ho, wo) = im2col(maps, k, 1, p, channels_first=True)
-        out = patches @ weight.T
+        out = blas_product(patches, weight.T, n_threads)
         out += bias
         return channels_first(out, n, ho, wo)
 

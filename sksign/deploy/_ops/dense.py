@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._format import OpSpec
+from sksign.deploy._ops._common import blas_product
 
 
 def prepare(layer, ctx):
@@ -20,14 +21,14 @@ def prepare(layer, ctx):
         b64 = b.astype(np.float64)
 
         def run(xs, n, n_threads):
-            out = xs[0].astype(np.float64) @ w64
+            out = blas_product(xs[0].astype(np.float64), w64, n_threads)
             out += b64
             return out.astype(np.float32)
 
         return run
 
     def run(xs, n, n_threads):
-        out = xs[0] @ w.T
+        out = blas_product(xs[0], w.T, n_threads)
         out += b
         return out
 
