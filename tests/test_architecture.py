@@ -198,6 +198,39 @@ def test_packed_runtime_products_go_through_blas_product():
     assert len(found["deploy/_ops/_common.py"]) == 2, found  # np.matmul, twice
 
 
+#: numpy's allocators, which a call's op takes from its net's buffer pool instead
+ALLOCATORS = ("empty", "zeros", "empty_like", "zeros_like", "ascontiguousarray")
+
+
+def _allocations_in_runs(path):
+    """Lines of ``np.<allocator>(...)`` inside the ``run`` functions of a module."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef) and node.name == "run":
+            lines += [
+                call.lineno
+                for call in ast.walk(node)
+                if isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id == "np"
+                and call.func.attr in ALLOCATORS
+            ]
+    return lines
+
+
+def test_packed_ops_take_their_outputs_from_the_buffer_pool():
+    """Check that no op's per-call ``run`` allocates with numpy directly: its
+    arrays come from ``sksign.deploy._buffers`` (fresh megabytes each call
+    had cost an image net half its time in page faults)."""
+    found = {
+        p.name: lines
+        for p in sorted((PACKAGE / "deploy" / "_ops").glob("*.py"))
+        if (lines := _allocations_in_runs(p))
+    }
+    assert not found, found
+
+
 #: the longest a module of sksign may be, in lines
 MAX_LINES = 600
 

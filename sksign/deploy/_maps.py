@@ -24,6 +24,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import (
     conv_geometry,
     conv_output_size,
@@ -132,7 +133,7 @@ def pack_pixels(z, channels, run):
     ``run(kernel, n_rows, *args)`` runs a row kernel (on threads or not).
     """
     rows = z.reshape(-1, channels)
-    out = np.empty((rows.shape[0], words_per_pixel(channels)), dtype=np.uint64)
+    out = empty((rows.shape[0], words_per_pixel(channels)), np.uint64)
     zeros = np.zeros(channels, dtype=z.dtype)
     run(pack_ge, rows.shape[0], rows, zeros, out)
     return out.reshape(z.shape[0], -1)
@@ -142,7 +143,7 @@ def unpack_pixels(words, channels, run, dtype=np.uint8):
     """0/1 maps ``(n, H * W * C)`` (channels last) of ``pixel_bits`` words."""
     n = words.shape[0]
     rows = words.reshape(-1, words_per_pixel(channels))
-    out = np.empty((rows.shape[0], channels), dtype=dtype)
+    out = empty((rows.shape[0], channels), dtype)
     run(unpack_words, rows.shape[0], rows, channels, out)
     return out.reshape(n, -1)
 
@@ -318,7 +319,7 @@ def fire_maps(current, channels, attrs, run):
     steps = attrs["time_steps"]
     n = current.shape[0] if attrs["constant"] else current.shape[0] // steps
     n_words = current.shape[1] // channels * words_per_pixel(channels)
-    out = np.empty((n * steps, n_words), dtype=np.uint64)
+    out = empty((n * steps, n_words), np.uint64)
     run(
         fire_pixels,
         n,

@@ -17,6 +17,7 @@ import copy
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from sksign.deploy._buffers import Buffers
 from sksign.deploy._format import (
     FORMAT,
     VERSION,
@@ -41,6 +42,12 @@ PARALLEL_MIN_WORK = 2**24
 #: pass over a float map runs at about 1/64 of the multiply-adds a second of
 #: the convolution kernels (so a batch of 64 maps of 16K values splits).
 ELEMENT_WORK = 64
+#: A call whose largest value takes fewer bytes than this allocates as numpy
+#: does: glibc serves such arrays from its heap, still in cache, where
+#: larger ones (its ``M_MMAP_THRESHOLD``, 128 KiB) are fresh pages each
+#: call; the pool's bookkeeping (2-3 microseconds a layer) would cost a
+#: small call more than it saves (see :mod:`sksign.deploy._buffers`).
+POOL_MIN_BYTES = 2**17
 #: Samples of an image net run together (its feature maps take memory in
 #: proportion to the batch).
 MAP_CHUNK = 64
@@ -129,12 +136,20 @@ class PackedNet:
         self.n_outputs_ = values[graph["output"]][1]
         self.graph = copy.deepcopy(graph)
         self.tensors = tensors
+        # the buffers of a call, kept for the next (never pickled: a fresh
+        # pool on load)
+        self._buffers = Buffers()
         self._prepare(values, shapes)
 
     def _prepare(self, values, shapes):
         """Each layer's run, prepared by its op's unit (dispatched once, here)."""
         self._widths = {name: v[1] for name, v in values.items()}
         self._per_sample = {name: v[2] for name, v in values.items()}
+        # bytes of the largest value a sample makes (float32 or bits)
+        self._sample_bytes = max(
+            width * rows * (4 if kind == "float" else 1 / 8)
+            for kind, width, rows in values.values()
+        )
         # (C, H, W) of the channels-last bit maps, to unpack them for inspection
         self._shapes = {
             name: shape
@@ -154,6 +169,9 @@ class PackedNet:
             for chain in fused
         ]
         self._internal = internal_values(fused)
+        output = self.graph["output"]
+        self._steps_dead = _dead_after(self._steps, output)
+        self._fused_dead = _dead_after(self._fused_steps, output)
         self._has_maps = any(OPS[lay["op"]].layout == "nhwc" for lay in self.layers)
 
     def _step(self, chain, context):
@@ -257,11 +275,24 @@ class PackedNet:
         env = {"input": X}
         # a kept value inside a chain: run the layers one by one
         if fused and not self._internal.intersection(keep):
-            steps = self._fused_steps
+            steps, deaths = self._fused_steps, self._fused_dead
         else:
-            steps = self._steps
-        for step in steps:
-            env[step[0]["output"]] = self._run_step(step, env, n, n_threads)
+            steps, deaths = self._steps, self._steps_dead
+        if n * self._sample_bytes < POOL_MIN_BYTES:
+            for step in steps:
+                env[step[0]["output"]] = self._run_step(step, env, n, n_threads)
+        else:
+            # the ops' arrays come from the net's pool and go back to it once
+            # read for the last time (the output and kept values stay with the
+            # caller)
+            with self._buffers.call() as call:
+                for step, dead in zip(steps, deaths):
+                    layer = step[0]
+                    env[layer["output"]] = out = self._run_step(step, env, n, n_threads)
+                    call.hold(layer["output"], out, layer["inputs"])
+                    for name in dead:
+                        if name not in keep:
+                            call.drop(name)
         out = env[self.graph["output"]]
         if keep:
             kept = {k: env[k] for k in keep}
@@ -304,3 +335,18 @@ class PackedNet:
             for (kind, key), arr in self._context.derived.items()
             if kind == "words"
         }
+
+
+def _dead_after(steps, output):
+    """For each step, the values no later step reads (the net's output and
+    input aside): what a call hands back to its pool after that step."""
+    last = {}
+    for i, step in enumerate(steps):
+        for name in step[0]["inputs"]:
+            last[name] = i
+        last.setdefault(step[0]["output"], i)
+    dead = [[] for _ in steps]
+    for name, i in last.items():
+        if name not in (output, "input"):
+            dead[i].append(name)
+    return dead

@@ -13,6 +13,7 @@ from itertools import pairwise
 import numpy as np
 
 from sksign._threads import run_in_threads
+from sksign.deploy._buffers import empty, zeros
 from sksign.deploy._format import schema_error
 from sksign.deploy._kernels import (
     count_bits,
@@ -198,8 +199,8 @@ def blas_product(x, w, n_threads):
     elif cols >= 2 * col_block:
         tasks = [(0, rows, a, b) for a, b in split(cols, cols // col_block)]
     else:
-        return np.matmul(x, w)  # one call (C-contiguous)
-    out = np.empty((rows, cols), dtype=np.result_type(x, w))
+        return np.matmul(x, w, out=empty((rows, cols), np.result_type(x, w)))
+    out = empty((rows, cols), np.result_type(x, w))
 
     def block(r0, r1, c0, c1):
         np.matmul(x[r0:r1], w[:, c0:c1], out=out[r0:r1, c0:c1])
@@ -230,7 +231,7 @@ def pack_rows(bits):
 
 def unpack_rows(words, width):
     """0/1 uint8 rows of `width` units of packed `words` (one thread)."""
-    out = np.empty((words.shape[0], width), dtype=np.uint8)
+    out = empty((words.shape[0], width), np.uint8)
     unpack_words(words, width, out, 0, words.shape[0])
     return out
 
@@ -277,7 +278,7 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     """
     q, scale, abs_sum, w_rows, pairs = steps
     rows = x.shape[0]
-    out = np.empty((rows, -(-n_out // 64)), dtype=np.uint64)
+    out = empty((rows, -(-n_out // 64)), np.uint64)
     if rows < BLAS_MIN_ROWS:
         if n_threads <= 1:
             step_int16(x, q, scale, threshold, w_rows, out, 0, rows, 0, n_out)
@@ -293,7 +294,7 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
         args = (x, width, pairs, scale, threshold)
         return step_by_pairs(args, w_rows, out, n_threads, dense_kernel)
     if dense is None:
-        dense = np.empty((rows, width), dtype=np.float32)
+        dense = empty((rows, width), np.float32)
         run_rows(unpack_words, rows, n_threads, x, width, dense)
     z = blas_product(dense.astype(np.float32, copy=False), wt, n_threads)
     run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
@@ -313,9 +314,9 @@ def step_by_pairs(args, w_rows, out, n_threads, kernel=None):
     pairs = args[-3]
     rows, n_in = out.shape[0], w_rows.shape[1]
     tiles = -(-rows // BLOCK_ROWS)
-    x32 = np.zeros((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
+    x32 = zeros((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
     n_blocks = len(pairs) // max(x32.shape[1], 1)
-    sums = np.empty((len(x32), n_blocks * pairs.shape[1]), np.int32)
+    sums = empty((len(x32), n_blocks * pairs.shape[1]), np.int32)
     args = (*args, w_rows, x32, sums, out)
     if n_threads <= 1:
         kernel(*args, 0, tiles)
@@ -437,9 +438,9 @@ class SumConv:
         tables = self._tables(rows, sparse)
         if tables is None:
             width = self.weights.shape[1]
-            empty = np.zeros((0, 0, 16, width), np.float32)
+            no_table = np.zeros((0, 0, 16, width), np.float32)
             return (
-                empty,
+                no_table,
                 np.zeros(0, np.int64),
                 np.zeros(0, np.uint64),
                 self.weights,

@@ -5,12 +5,17 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 
 
 def prepare(layer, ctx):
     def run(xs, n, n_threads):
-        return xs[0] + xs[1]
+        a, b = xs
+        dtype = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+        return np.add(a, b, empty(a.shape, dtype))
 
     return run
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import mean_pool
 from sksign.deploy._ops._common import run_rows
@@ -27,7 +28,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
-        out = np.empty((rows, c), dtype=np.float32)
+        out = empty((rows, c), np.float32)
         run_rows(mean_pool, rows, n_threads, xs[0].reshape(-1), h, w, c, k, out)
         return out.reshape(xs[0].shape[0], -1)
 

@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 
 
@@ -12,7 +15,9 @@ def prepare(layer, ctx):
     scale, shift = ctx.tensor(layer, "scale"), ctx.tensor(layer, "shift")
 
     def run(xs, n, n_threads):
-        out = xs[0] * scale
+        out = np.multiply(
+            xs[0], scale, out=empty(xs[0].shape, np.result_type(xs[0], scale))
+        )
         out += shift
         return out
 

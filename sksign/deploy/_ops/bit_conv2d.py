@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import sum_conv
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
@@ -35,7 +36,7 @@ def prepare(layer, ctx, epilogue=()):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
-        out = np.empty((rows, oc), dtype=np.float32)
+        out = empty((rows, oc), np.float32)
         tables = sums.args(rows, sums.sparse(xs[0]))
         args = (xs[0].reshape(-1), *tables, g, bias, *finish(xs, rows), out)
         run_rows(sum_conv, rows, n_threads, *args)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import sum_conv_step
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
@@ -43,7 +44,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
-        out = np.empty((rows, -(-oc // 64)), dtype=np.uint64)
+        out = empty((rows, -(-oc // 64)), np.uint64)
         if pairs[4] is not None and oc >= PAIRS_MIN_CHANNELS:
             _, scale, _, rows_w, w32 = pairs
             args = (xs[0].reshape(-1), g, attrs["shape"][0], w32, scale, threshold)

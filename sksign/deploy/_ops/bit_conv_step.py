@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import CONV_ATTRS, OpSpec, conv_geometry
 from sksign.deploy._kernels import unpack_words
 from sksign.deploy._maps import im2col
@@ -37,7 +38,7 @@ def prepare(layer, ctx):
         patches, (ho, wo) = im2col(maps, k, 1, p, channels_first=True)
         words = pack_rows(patches)
         bits = step_rows(wt, steps, threshold, words, patches.shape[1], oc, n_threads)
-        rows = np.empty((bits.shape[0], oc), dtype=np.uint8)
+        rows = empty((bits.shape[0], oc), np.uint8)
         run_rows(unpack_words, bits.shape[0], n_threads, bits, oc, rows)
         return pack_rows(channels_first(rows, n, ho, wo))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import bit_accumulate, unpack_words
 from sksign.deploy._ops._common import (
@@ -38,14 +39,14 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0]
-        acc = np.empty((rows, n_out), dtype=dtype)
+        acc = empty((rows, n_out), dtype)
         acc[:] = bias
         for bits in xs:
             if rows < BLAS_MIN_ROWS or density(bits, width) < SPARSE_DENSITY:
                 run_rows_cols(bit_accumulate, rows, n_out, n_threads, bits, wt, acc)
             else:
                 # many rows: a matrix product of the 0/1 rows (BLAS)
-                dense = np.empty((rows, width), dtype=acc.dtype)
+                dense = empty((rows, width), acc.dtype)
                 run_rows(unpack_words, rows, n_threads, bits, width, dense)
                 acc += blas_product(dense, weights(), n_threads)
         return acc.astype(np.float32, copy=False)

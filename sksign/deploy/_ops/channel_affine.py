@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec, words_per_pixel
 from sksign.deploy._kernels import affine_rows, pack_affine_ge
 from sksign.deploy._ops._common import run_rows, same_maps
@@ -28,7 +29,7 @@ def prepare(layer, ctx, epilogue=()):
 
         def run_step(xs, n, n_threads):
             x = xs[0].reshape(-1, c)
-            out = np.empty((len(x), words_per_pixel(c)), dtype=np.uint64)
+            out = empty((len(x), words_per_pixel(c)), np.uint64)
             run_rows(pack_affine_ge, len(x), n_threads, x, scale, shift, out)
             return out.reshape(xs[0].shape[0], -1)
 
@@ -43,7 +44,7 @@ def prepare(layer, ctx, epilogue=()):
 
     def run(xs, n, n_threads):
         x = xs[0].reshape(-1, len(scale))
-        out = np.empty_like(x)
+        out = empty(x.shape, x.dtype)
         run_rows(affine_rows, len(x), n_threads, x, scale, shift, out)
         return out.reshape(xs[0].shape)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import float_conv, padded_width
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
@@ -54,7 +55,7 @@ def prepare(layer, ctx, epilogue=()):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
-        out = np.empty((rows, oc), dtype=np.float32)
+        out = empty((rows, oc), np.float32)
         x = xs[0].reshape(-1)
         sample = x[::DENSITY_SAMPLE]
         sparse = np.count_nonzero(sample) < sparse_below * len(sample)

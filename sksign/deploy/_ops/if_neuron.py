@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import fire_pixels
 from sksign.deploy._ops._common import run_rows
@@ -25,7 +26,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         x = xs[0]
-        out = np.empty((n * t, -(-x.shape[1] // 64)), dtype=np.uint64)
+        out = empty((n * t, -(-x.shape[1] // 64)), np.uint64)
         run_rows(
             fire_pixels,
             n,

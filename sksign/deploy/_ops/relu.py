@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 
 
 def prepare(layer, ctx):
     def run(xs, n, n_threads):
-        return np.maximum(xs[0], np.float32(0))
+        return np.maximum(xs[0], np.float32(0), out=empty(xs[0].shape, xs[0].dtype))
 
     return run
 

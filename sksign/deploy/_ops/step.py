@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import pack_ge
 from sksign.deploy._ops._common import run_rows
@@ -18,7 +19,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         x = xs[0]
-        out = np.empty((x.shape[0], -(-width // 64)), dtype=np.uint64)
+        out = empty((x.shape[0], -(-width // 64)), np.uint64)
         run_rows(pack_ge, x.shape[0], n_threads, x, zeros, out)
         return out
 

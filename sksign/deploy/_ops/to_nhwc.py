@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._ops._common import same_maps
 
@@ -17,7 +18,9 @@ def prepare(layer, ctx):
     def run(xs, n, n_threads):
         n = xs[0].shape[0]
         maps = xs[0].reshape(n, c, h, w).transpose(0, 2, 3, 1)
-        return np.ascontiguousarray(maps).reshape(n, -1)
+        out = empty(maps.shape, maps.dtype)
+        np.copyto(out, maps)
+        return out.reshape(n, -1)
 
     return run
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import xnor_conv
 from sksign.deploy._maps import (
@@ -54,7 +55,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         n = xs[0].shape[0]
-        out = np.empty((n * pixels, oc), dtype=np.float32)
+        out = empty((n * pixels, oc), np.float32)
         args = (xs[0].reshape(-1), words, k * k * c, g, per_word, tap_bits)
         args += (corr, alpha, beta, out)
         run_rows(xnor_conv, n * pixels, n_threads, *args)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import xnor_affine
 from sksign.deploy._ops._common import run_rows_cols
@@ -25,7 +26,7 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         x = xs[0]
-        out = np.empty((x.shape[0], n_out), dtype=np.float32)
+        out = empty((x.shape[0], n_out), np.float32)
         args = (x, words, n_bits, alpha, beta, out)
         run_rows_cols(xnor_affine, x.shape[0], n_out, n_threads, *args)
         return out
