@@ -121,10 +121,9 @@ class Buffers:
         """Bytes of the arrays kept between calls."""
         return self._kept
 
-    def call(self, pooled=True):
-        """A context for one call on this thread (see :class:`_Call`); with
-        `pooled` False, one in which :func:`empty` is ``np.empty``."""
-        return _Call(self) if pooled else _UNPOOLED
+    def call(self):
+        """A context for one call on this thread (see :class:`_Call`)."""
+        return _Call(self)
 
 
 class _Call:
@@ -153,7 +152,7 @@ class _Call:
         """
         taken = self._taken
         owner = _owner(value, taken)
-        if owner is None and value.base is not None:  # a view of an input?
+        if owner is None:  # an input, or a view of one?
             owner = _owner(value, [self._owner.get(s) for s in inputs])
         if taken:
             scratch = [entry for entry in taken if entry is not owner]
@@ -191,27 +190,6 @@ class _Call:
             back += {id(e): e for e in self._owner.values()}.values()
         self._pool.give(back)
         return False
-
-
-class _Unpooled:
-    """A call that takes nothing from a pool (a small call)."""
-
-    __slots__ = ()
-
-    def hold(self, name, value, inputs):
-        pass
-
-    def drop(self, name):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_UNPOOLED = _Unpooled()
 
 
 def _owner(value, entries):

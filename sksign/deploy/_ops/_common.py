@@ -194,13 +194,13 @@ def blas_product(x, w, n_threads):
     (rows, inner), cols = x.shape, w.shape[1]
     row_block = max(BLAS_BLOCK_ROWS, BLAS_BLOCK_WORK // max(1, inner * cols))
     col_block = max(BLAS_BLOCK_COLS, BLAS_BLOCK_WORK // max(1, rows * inner))
+    out = empty((rows, cols), np.result_type(x, w))
     if rows >= 2 * row_block:
         tasks = [(a, b, 0, cols) for a, b in split(rows, rows // row_block)]
     elif cols >= 2 * col_block:
         tasks = [(0, rows, a, b) for a, b in split(cols, cols // col_block)]
     else:
-        return np.matmul(x, w, out=empty((rows, cols), np.result_type(x, w)))
-    out = empty((rows, cols), np.result_type(x, w))
+        return np.matmul(x, w, out=out)  # one call (C-contiguous)
 
     def block(r0, r1, c0, c1):
         np.matmul(x[r0:r1], w[:, c0:c1], out=out[r0:r1, c0:c1])
