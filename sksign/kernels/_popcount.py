@@ -242,7 +242,7 @@ def knn_counts(Q, T, out_d, out_i):
                 _tile_counts_row_major(qr, T, j0, j1, tile)
             else:
                 _tile_counts_word_major(qt, T, j0, j1, tile)
-            update_lists(tile, j0, j1, worst, out_d, out_i, q0, m)
+            update_lists(tile, j0, j0, j1, worst, out_d, out_i, q0, m)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -315,10 +315,10 @@ _CHECK_LANES = 16
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def update_lists(tile, j0, j1, worst, out_d, out_i, q0, m):
+def update_lists(tile, t0, j0, j1, worst, out_d, out_i, q0, m):
     """Enter codes ``j0 .. j1 - 1`` in the k-lists of queries ``q0 .. q0 + m - 1``.
 
-    ``tile[j - j0, q]`` is the count of code `j` against query ``q0 + q`` and
+    ``tile[j - t0, q]`` is the count of code `j` against query ``q0 + q`` and
     ``worst[q]`` the current k-th count (updated here; -1 in the lanes past
     `m`). The tile's width is a multiple of 16: each code is compared with 16
     k-th counts at once, and only the queries it improves are visited. See
@@ -326,11 +326,11 @@ def update_lists(tile, j0, j1, worst, out_d, out_i, q0, m):
     """
     qb = worst.shape[0]
     for j in range(j0, j1):
-        at = (j - j0) * qb
+        at = (j - t0) * qb
         for g in range(0, m, _CHECK_LANES):
             hits = lanes_below(tile, at + g, worst, g, _CHECK_LANES)
             if hits:
-                enter_code(tile[j - j0], hits, g, j, worst, out_d, out_i, q0)
+                enter_code(tile[j - t0], hits, g, j, worst, out_d, out_i, q0)
 
 
 @njit(inline="always")

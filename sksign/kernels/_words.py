@@ -1,10 +1,11 @@
 """Hamming search on uint64 words, split over threads.
 
-The popcount kernels (:mod:`sksign.kernels._popcount`, and on AVX2 the nibble
-kernel of the k-NN search, :mod:`sksign.kernels._nibbles`) are serial and
-release the GIL; the functions here split their work over a few threads and
-merge the parts so that results never depend on the number of threads or on
-the kernel.
+The popcount kernels (:mod:`sksign.kernels._popcount`; on AVX2 the nibble
+kernels of :mod:`sksign.kernels._nibbles`, on AVX-512 VPOPCNTDQ the register
+blocks of :mod:`sksign.kernels._vector_counts`: see :func:`hamming_kernels`)
+are serial and release the GIL; the functions here split their work over a
+few threads and merge the parts so that results never depend on the number of
+threads or on the kernel.
 """
 
 # Authors: The sksign developers
@@ -26,9 +27,15 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
+from sksign.kernels._vector_counts import (
+    knn_counts_vectors,
+    pairwise_counts_vectors,
+    vector_kernels,
+)
 
 __all__ = [
     "effective_n_threads",
+    "hamming_kernels",
     "words_hamming_distances",
     "words_kneighbors",
 ]
@@ -56,6 +63,22 @@ def effective_n_threads(n_jobs):
     (1, 3)
     """
     return max(1, effective_n_jobs(n_jobs))
+
+
+def hamming_kernels():
+    """``(name, knn, pairwise)``: the search and distance kernels for this CPU.
+
+    The register blocks of :mod:`sksign.kernels._vector_counts` where it has
+    AVX-512 VPOPCNTDQ, the nibble kernels of :mod:`sksign.kernels._nibbles`
+    on AVX2, else the generic kernels (LLVM's ``ctpop``). All give the same
+    counts and the same neighbours.
+    """
+    if vector_kernels():
+        name = "AVX-512 register blocks (vpopcntq)"
+        return name, knn_counts_vectors, pairwise_counts_vectors
+    if nibble_kernels():
+        return "AVX2 nibble kernel", knn_counts_nibbles, pairwise_counts_nibbles
+    return "generic (LLVM ctpop)", knn_counts, pairwise_counts
 
 
 def _check_words(Q, T, names=("Q", "T")):
@@ -150,7 +173,7 @@ def words_kneighbors(Q, T, n_neighbors, *, n_jobs=None):
     if len(t_slices) > 1 and any(s.stop - s.start < n_neighbors for s in t_slices):
         t_slices = [slice(0, n_t)]
 
-    kernel = knn_counts_nibbles if nibble_kernels() else knn_counts
+    _, kernel, _ = hamming_kernels()
 
     def search(qs, ts):
         d = np.empty((qs.stop - qs.start, n_neighbors), dtype=np.int64)
@@ -234,6 +257,6 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
         raise ValueError(f"out must have shape {shape}; got {out.shape}.")
     n_threads = effective_n_threads(n_jobs)
     slices = list(gen_batches(A.shape[0], -(-A.shape[0] // n_threads)))
-    kernel = pairwise_counts_nibbles if nibble_kernels() else pairwise_counts
+    _, _, kernel = hamming_kernels()
     run_in_threads(lambda s: kernel(A[s], B, out[s]), [(s,) for s in slices], n_threads)
     return out

@@ -1,12 +1,15 @@
 """The k-NN and distance-matrix popcount kernels against a plain numpy reference.
 
-Both kernels (the generic ``knn_counts`` and, where the CPU has AVX2,
-the nibble kernel ``knn_counts_nibbles``; likewise ``pairwise_counts`` and
-``pairwise_counts_nibbles`` for the distance matrix) must give the k nearest codes in
-the order of a stable sort of the float64 distances, for every code width
-(the nibble kernel's chunks of 31 words and its unrolled 4-word path
-included), every number of queries around its blocks of 16 and 64, ties and
-the largest distances (all bits different: the byte sums at their limit).
+Every kernel (the generic ``knn_counts``; where the CPU has AVX2, the nibble
+kernel ``knn_counts_nibbles``; the register blocks ``knn_counts_vectors``,
+chosen on AVX-512 VPOPCNTDQ but generic LLVM IR, so checked on every CPU;
+likewise ``pairwise_counts``, ``pairwise_counts_nibbles`` and
+``pairwise_counts_vectors`` for the distance matrix) must give the k nearest
+codes in the order of a stable sort of the float64 distances, for every code
+width (the nibble kernel's chunks of 31 words and its unrolled 4-word path
+included), every number of queries around the blocks of 16, 32 and 64 and of
+codes around the blocks of 4 and tiles of 64, ties and the largest distances
+(all bits different: the byte sums at their limit).
 """
 
 # Authors: The sksign developers
@@ -22,7 +25,7 @@ from numba import njit
 from numba.core import config
 
 from sksign.kernels import _words as words_module
-from sksign.kernels import words_hamming_distances, words_kneighbors
+from sksign.kernels import target_has, words_hamming_distances, words_kneighbors
 from sksign.kernels._nibbles import (
     knn_counts_nibbles,
     nibble_kernels,
@@ -34,21 +37,32 @@ from sksign.kernels._popcount import (
     pairwise_counts,
     trailing_zeros,
 )
+from sksign.kernels._vector_counts import (
+    knn_counts_vectors,
+    pairwise_counts_vectors,
+    vector_kernels,
+)
+
+#: The nibble kernels compile wherever the CPU has AVX2 (they are chosen only
+#: without VPOPCNTDQ, but checked on every AVX2 machine).
+HAS_AVX2 = target_has("avx2")
 
 
-def _both(generic, nibbles):
-    """The generic kernel and, where the CPU has AVX2, its nibble twin."""
+def _all(generic, nibbles, vectors):
+    """The generic kernel, its nibble twin where the CPU has AVX2, and its
+    register-block twin (generic IR: it runs on any CPU)."""
     return [
         pytest.param(generic, id="generic"),
         pytest.param(
             nibbles,
             id="nibbles",
-            marks=pytest.mark.skipif(not nibble_kernels(), reason="needs AVX2"),
+            marks=pytest.mark.skipif(not HAS_AVX2, reason="needs AVX2"),
         ),
+        pytest.param(vectors, id="vectors"),
     ]
 
 
-KERNELS = _both(knn_counts, knn_counts_nibbles)
+KERNELS = _all(knn_counts, knn_counts_nibbles, knn_counts_vectors)
 
 
 def _reference(Q, T, k):
@@ -89,12 +103,13 @@ def test_kernels_match_the_reference(kernel, n_words):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("n_queries", [1, 15, 16, 17, 63, 64, 65, 130])
+@pytest.mark.parametrize("n_queries", [1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 130])
 def test_kernels_take_any_number_of_queries(kernel, n_queries):
-    """Check the blocks of queries (16 per group, up to 64 per block)."""
+    """Check the blocks of queries (16 per group, 32 or 64 per block) and of
+    codes (4 per register block, 64 per tile: 90 and 131 codes)."""
     rng = np.random.default_rng(n_queries)
-    for n_words in (4, 20):
-        Q, T = _words(rng, n_queries, n_words), _words(rng, 90, n_words)
+    for n_words, n_codes in ((4, 90), (20, 131)):
+        Q, T = _words(rng, n_queries, n_words), _words(rng, n_codes, n_words)
         d, i = _search(kernel, Q, T, 4)
         expected_d, expected_i = _reference(Q, T, 4)
         np.testing.assert_array_equal(d, expected_d)
@@ -136,8 +151,8 @@ def test_the_kernels_agree_on_random_codes(n_q, n_t, n_words, seed, density, dat
     rng = np.random.default_rng(seed)
     Q, T = _words(rng, n_q, n_words, density), _words(rng, n_t, n_words, density)
     expected = _reference(Q, T, k)
-    kernels = [knn_counts] + ([knn_counts_nibbles] if nibble_kernels() else [])
-    for kernel in kernels:
+    kernels = [knn_counts, knn_counts_vectors]
+    for kernel in kernels + ([knn_counts_nibbles] if HAS_AVX2 else []):
         np.testing.assert_array_equal(_search(kernel, Q, T, k), expected)
 
 
@@ -178,20 +193,43 @@ def test_nibble_kernels_follow_numba_target(monkeypatch):
         assert nibble_kernels() is expected
 
 
-def test_words_kneighbors_gives_the_same_with_either_kernel(monkeypatch):
-    """Check the search returns the same neighbours through both kernels."""
+def test_vector_kernels_follow_numba_target(monkeypatch):
+    """Check the register blocks are chosen only on an AVX-512 VPOPCNTDQ
+    target, the nibble kernels on AVX2, else the generic ones."""
+    for features, expected in [
+        ("+avx2,+popcnt", ("AVX2 nibble kernel", knn_counts_nibbles)),
+        ("+avx512f,+avx512vpopcntdq,+avx2", ("AVX-512", knn_counts_vectors)),
+        ("+avx512f,-avx512vpopcntdq,+avx2", ("AVX2 nibble kernel", None)),
+        ("-avx2,+popcnt", ("generic (LLVM ctpop)", knn_counts)),
+    ]:
+        monkeypatch.setattr(config, "CPU_FEATURES", features)
+        name, knn, pairwise = words_module.hamming_kernels()
+        assert vector_kernels() is (expected[1] is knn_counts_vectors)
+        assert name.startswith(expected[0])
+        assert expected[1] is None or knn is expected[1]
+        assert pairwise.__name__ == knn.__name__.replace("knn", "pairwise")
+
+
+_CHOICES = [
+    ("generic", knn_counts, pairwise_counts),
+    ("vectors", knn_counts_vectors, pairwise_counts_vectors),
+] + ([("nibbles", knn_counts_nibbles, pairwise_counts_nibbles)] if HAS_AVX2 else [])
+
+
+def test_words_kneighbors_gives_the_same_with_every_kernel(monkeypatch):
+    """Check the search returns the same neighbours through every kernel."""
     rng = np.random.default_rng(5)
     Q, T = _words(rng, 70, 5), _words(rng, 300, 5)
     T[::4] = T[1]
     results = []
-    for use_nibbles in (False, nibble_kernels()):
-        monkeypatch.setattr(words_module, "nibble_kernels", lambda v=use_nibbles: v)
+    for choice in _CHOICES:
+        monkeypatch.setattr(words_module, "hamming_kernels", lambda c=choice: c)
         results.append(words_kneighbors(Q, T, 7, n_jobs=2))
-    np.testing.assert_array_equal(results[0], results[1])
-    np.testing.assert_array_equal(results[0], _reference(Q, T, 7))
+    for result in results:
+        np.testing.assert_array_equal(result, _reference(Q, T, 7))
 
 
-PAIRWISE = _both(pairwise_counts, pairwise_counts_nibbles)
+PAIRWISE = _all(pairwise_counts, pairwise_counts_nibbles, pairwise_counts_vectors)
 
 
 @pytest.mark.parametrize("kernel", PAIRWISE)
@@ -214,12 +252,14 @@ def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b):
         assert out[0, 0] == 64 * n_words
 
 
-def test_words_hamming_distances_gives_the_same_with_either_kernel(monkeypatch):
-    """Check the distance matrix is the same through both kernels and threads."""
+def test_words_hamming_distances_gives_the_same_with_every_kernel(monkeypatch):
+    """Check the distance matrix is the same through every kernel and threads."""
     rng = np.random.default_rng(6)
     A, B = _words(rng, 37, 3), _words(rng, 50, 3)
     results = []
-    for use_nibbles in (False, nibble_kernels()):
-        monkeypatch.setattr(words_module, "nibble_kernels", lambda v=use_nibbles: v)
+    for choice in _CHOICES:
+        monkeypatch.setattr(words_module, "hamming_kernels", lambda c=choice: c)
         results.append(words_hamming_distances(A, B, n_jobs=2))
-    np.testing.assert_array_equal(results[0], results[1])
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
+    np.testing.assert_array_equal(results[0], words_hamming_distances(A, B))

@@ -1,0 +1,276 @@
+"""XOR + popcount on blocks of registers: the vector-popcount kernels.
+
+Where the CPU has AVX-512 VPOPCNTDQ, one ``vpopcntq`` counts the bits of
+eight words, so the XOR, the popcount and the add of a count each cost one
+instruction per eight comparisons, and what bounds a kernel is whatever else
+it does per vector: loading and storing running counts, reloading operands.
+:func:`xor_count_block` says in LLVM IR the block that does nothing else:
+``rows`` words broadcast against ``vectors`` vectors of eight words, the
+``rows x vectors`` running counts held in registers over all the words of a
+code, stored once at the end. It is the inner block of both the Hamming
+k-NN search (codes against a block of queries) and the packed nets' sign x
+sign layer (input rows against a block of output columns), the two
+:func:`vector_kernels` choose where the CPU has the vector popcount.
+
+The IR is generic (``llvm.ctpop.v8i64``), so the kernels compile and give the
+same counts on any CPU; without VPOPCNTDQ, LLVM lowers the popcount to
+nibble look-ups and the AVX2 kernels of :mod:`sksign.kernels._nibbles` are
+faster.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from sksign.kernels._popcount import (
+    CODE_TILE,
+    popcount_instructions,
+    start_lists,
+    trailing_zeros,
+    update_lists,
+)
+
+__all__ = [
+    "LANES",
+    "QUERY_BLOCK",
+    "knn_counts_vectors",
+    "pairwise_counts_vectors",
+    "vector_kernels",
+    "xor_count_block",
+]
+
+#: 64-bit words per vector (one ``vpopcntq`` on a 512-bit register).
+LANES = 8
+
+#: Queries compared at once by :func:`knn_counts_vectors` and
+#: :func:`pairwise_counts_vectors`: four vectors, against four codes per
+#: register block (16 running counts; measured on AVX-512 VPOPCNTDQ, 256-4096
+#: bits, against 64 queries by two codes: 4-10% faster).
+QUERY_BLOCK = 32
+
+
+def vector_kernels():
+    """Whether the vector-popcount kernels run here: AVX-512 VPOPCNTDQ.
+
+    Follows :func:`~sksign.kernels.popcount_instructions` (and so
+    ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``).
+    """
+    return popcount_instructions().startswith("AVX-512")
+
+
+@intrinsic(prefer_literal=True)
+def xor_count_block(
+    typingctx, counts, c_row, x, x_row, wt, w_col, rows, vectors, worst
+):
+    """Counts of `rows` rows of `x` against ``8 vectors`` columns of `wt`.
+
+    ``counts[c_row + r, 8 v + l] = sum_w popcount(x[x_row + r, w] ^ wt[w,
+    w_col + 8 v + l])`` for ``r < rows``, ``v < vectors``, ``l < 8``, over
+    all ``x.shape[1]`` words (``wt.shape[0]`` must match). `x` and `wt` are
+    uint64, `counts` int64, all C-contiguous; `rows` and `vectors` literals
+    (the running counts, ``rows * vectors`` vectors, stay in registers: keep
+    it at most 16 or so on a machine with 32 vector registers). Indices in
+    range (not checked).
+
+    With `worst` (int64, at least ``8 vectors`` long, or None), returns the
+    bit mask of the rows that have a count below ``worst[8 v + l]`` in some
+    column, compared in registers (bit `r` for row `r`); 0 without it.
+    """
+    arrays = (counts, x, wt)
+    compare = not isinstance(worst, types.NoneType)
+    if compare and not (
+        isinstance(worst, types.Array)
+        and worst.ndim == 1
+        and worst.dtype == types.int64
+    ):
+        return None
+    if not (
+        isinstance(rows, types.IntegerLiteral)
+        and isinstance(vectors, types.IntegerLiteral)
+        and rows.literal_value > 0
+        and vectors.literal_value > 0
+        and all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays)
+        and counts.dtype == types.int64
+        and x.dtype == wt.dtype == types.uint64
+    ):
+        return None
+    n_rows, n_vectors = rows.literal_value, vectors.literal_value
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        vec = ir.VectorType(i64, LANES)
+        ctpop = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vec, [vec]), "llvm.ctpop.v8i64"
+        )
+        structs = {
+            pos: context.make_array(sig.args[pos])(context, builder, args[pos])
+            for pos in (0, 2, 4)
+        }
+        data = {pos: s.data for pos, s in structs.items()}
+        c_stride, n_words, w_stride = (
+            builder.extract_value(structs[pos].shape, 1) for pos in (0, 2, 4)
+        )
+        c_row, x_row, w_col = (
+            context.cast(builder, args[pos], sig.args[pos], types.int64)
+            for pos in (1, 3, 5)
+        )
+        zero = ir.Constant(vec, [0] * LANES)
+        undefined = ir.Constant(vec, ir.Undefined)
+        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        lane0 = ir.Constant(ir.IntType(32), 0)
+
+        def vector_at(ptr, index):
+            return builder.bitcast(builder.gep(ptr, [index]), vec.as_pointer())
+
+        entry = builder.block
+        loop = builder.append_basic_block("xor_count_loop")
+        done = builder.append_basic_block("xor_count_done")
+        has_words = builder.icmp_signed(">", n_words, ir.Constant(i64, 0))
+        builder.cbranch(has_words, loop, done)
+
+        builder.position_at_end(loop)
+        w = builder.phi(i64)
+        w.add_incoming(ir.Constant(i64, 0), entry)
+        sums = []
+        for _ in range(n_rows * n_vectors):
+            sums.append(builder.phi(vec))
+            sums[-1].add_incoming(zero, entry)
+        w_at = builder.add(builder.mul(w, w_stride), w_col)
+        columns = [
+            builder.load(
+                vector_at(data[4], builder.add(w_at, ir.Constant(i64, LANES * v))),
+                align=8,
+            )
+            for v in range(n_vectors)
+        ]
+        new = []
+        for r in range(n_rows):
+            x_at = builder.add(
+                builder.mul(builder.add(x_row, ir.Constant(i64, r)), n_words), w
+            )
+            word = builder.load(builder.gep(data[2], [x_at]), align=8)
+            one = builder.insert_element(undefined, word, lane0)
+            splat = builder.shuffle_vector(one, undefined, every_lane)
+            for v in range(n_vectors):
+                bits = builder.call(ctpop, [builder.xor(splat, columns[v])])
+                new.append(builder.add(sums[r * n_vectors + v], bits))
+        w_next = builder.add(w, ir.Constant(i64, 1))
+        w.add_incoming(w_next, loop)
+        for phi, s in zip(sums, new, strict=True):
+            phi.add_incoming(s, loop)
+        builder.cbranch(builder.icmp_signed("<", w_next, n_words), loop, done)
+
+        builder.position_at_end(done)
+        totals = []  # the phis first: they head the block
+        for s in new:
+            totals.append(builder.phi(vec))
+            totals[-1].add_incoming(zero, entry)
+            totals[-1].add_incoming(s, loop)
+        for r in range(n_rows):
+            c_at = builder.mul(builder.add(c_row, ir.Constant(i64, r)), c_stride)
+            for v in range(n_vectors):
+                at = builder.add(c_at, ir.Constant(i64, LANES * v))
+                builder.store(
+                    totals[r * n_vectors + v], vector_at(data[0], at), align=8
+                )
+        mask = ir.Constant(i64, 0)
+        if compare:
+            kth_data = context.make_array(sig.args[8])(context, builder, args[8]).data
+            kth = [
+                builder.load(vector_at(kth_data, ir.Constant(i64, LANES * v)), align=8)
+                for v in range(n_vectors)
+            ]
+            no_lane = ir.Constant(ir.IntType(LANES), 0)
+            for r in range(n_rows):
+                below = None
+                for v in range(n_vectors):
+                    lanes = builder.icmp_signed("<", totals[r * n_vectors + v], kth[v])
+                    below = lanes if below is None else builder.or_(below, lanes)
+                bits = builder.bitcast(below, ir.IntType(LANES))
+                hit = builder.zext(builder.icmp_unsigned("!=", bits, no_lane), i64)
+                mask = builder.or_(mask, builder.shl(hit, ir.Constant(i64, r)))
+        return mask
+
+    sig = types.uint64(counts, c_row, x, x_row, wt, w_col, rows, vectors, worst)
+    return sig, codegen
+
+
+@njit(inline="always")
+def _block_word_major(Q, q0, m, qt):
+    """Rows ``q0 .. q0 + m - 1`` of `Q` into `qt` word-major (``qt[w, q]``);
+    the columns past `m` zero."""
+    for w in range(Q.shape[1]):
+        for q in range(qt.shape[1]):
+            qt[w, q] = Q[q0 + q, w] if q < m else np.uint64(0)
+
+
+@njit(inline="always")
+def _code_counts(T, j0, j1, qt, tile):
+    """``tile[j - j0, q]``: counts of codes ``j0 .. j1 - 1`` against the
+    :data:`QUERY_BLOCK` queries of `qt`, four codes per register block."""
+    j = j0
+    while j + 4 <= j1:
+        xor_count_block(tile, j - j0, T, j, qt, 0, 4, 4, None)
+        j += 4
+    while j < j1:
+        xor_count_block(tile, j - j0, T, j, qt, 0, 1, 4, None)
+        j += 1
+
+
+@njit(cache=True, nogil=True)
+def knn_counts_vectors(Q, T, out_d, out_i):
+    """:func:`~sksign.kernels._popcount.knn_counts` on :func:`xor_count_block`.
+
+    Same arguments, same results (the k-lists are kept by the same
+    :func:`~sksign.kernels._popcount.update_lists`). A block of
+    :data:`QUERY_BLOCK` queries is stored word-major once; tiles of codes are
+    counted against it four codes per register block.
+    """
+    n_q, n_words = Q.shape
+    qb = QUERY_BLOCK
+    qt = np.zeros((n_words, qb), dtype=np.uint64)
+    tile = np.zeros((4, qb), dtype=np.int64)
+    worst = np.empty(qb, dtype=np.int64)
+    for q0 in range(0, n_q, qb):
+        m = min(qb, n_q - q0)
+        _block_word_major(Q, q0, m, qt)
+        start_lists(worst, out_d, out_i, q0, m, n_words)
+        n_t = T.shape[0]
+        for j in range(0, n_t, 4):
+            if j + 4 <= n_t:
+                hits = xor_count_block(tile, 0, T, j, qt, 0, 4, 4, worst)
+            else:
+                hits = np.uint64(0)
+                for r in range(n_t - j):
+                    hits |= xor_count_block(tile, r, T, j + r, qt, 0, 1, 4, worst) << r
+            while hits:
+                r = trailing_zeros(hits)
+                hits &= hits - np.uint64(1)
+                update_lists(tile, j, j + r, j + r + 1, worst, out_d, out_i, q0, m)
+
+
+@njit(cache=True, nogil=True)
+def pairwise_counts_vectors(A, B, out):
+    """:func:`~sksign.kernels._popcount.pairwise_counts` on
+    :func:`xor_count_block`: the same counts. The rows of `B` play the
+    queries of :func:`knn_counts_vectors`, the rows of `A` its codes."""
+    n_b, n_words = B.shape
+    qb = QUERY_BLOCK
+    qt = np.zeros((n_words, qb), dtype=np.uint64)
+    tile = np.zeros((CODE_TILE, qb), dtype=np.int64)
+    for b0 in range(0, n_b, qb):
+        m = min(qb, n_b - b0)
+        _block_word_major(B, b0, m, qt)
+        for i0 in range(0, A.shape[0], CODE_TILE):
+            i1 = min(i0 + CODE_TILE, A.shape[0])
+            _code_counts(A, i0, i1, qt, tile)
+            for i in range(i0, i1):
+                for q in range(m):
+                    out[i, b0 + q] = tile[i - i0, q]
