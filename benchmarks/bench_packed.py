@@ -34,8 +34,10 @@ the epilogue fusion, same run), batches 1 and 64 (or
 ``--nets`` picks some of them (``bireal``, ``resnet18``, ``wrn``,
 ``sew_resnet``).
 
-``--kernel`` times the sign x sign kernel alone (``xnor_affine`` on random
-words: batch rows x width bits x width outputs) on one thread and on two
+``--kernel`` times the sign x sign kernel alone (the one ``xnor_kernel``
+chooses for this CPU, on random words: batch rows x width bits x width
+outputs; on AVX-512 VPOPCNTDQ the carry-save ``xnor_affine`` it replaces
+beside it) on one thread and on two
 (rows split, as the packed net splits them), in a process where torch runs
 no operation, as in a deployment without torch: torch's idle OpenMP workers
 share the cores with the packed layers in the in-process grid above.
@@ -73,7 +75,7 @@ from _machine import print_machine
 from _timing import best_of
 
 from sksign.deploy import pack
-from sksign.deploy._kernels import xnor_affine
+from sksign.deploy._kernels import sign_products, xnor_affine, xnor_kernel
 from sksign.deploy._ops._common import run_rows_cols as _run_rows_cols
 from sksign.estimators import HTAFNetClassifier
 
@@ -307,14 +309,20 @@ def summary(widths, batches, threads, repeats, nets):
 
 
 def kernel(widths, batches, repeats):
-    """The sign x sign kernel alone, one and two threads, no torch operation."""
+    """The sign x sign kernel alone, one and two threads, no torch operation;
+    where the CPU has the vector popcount, the carry-save kernel it replaces
+    beside it (one thread)."""
     rng = np.random.default_rng(0)
     peak = print_machine()
+    chosen = xnor_kernel()
+    print(f"# sign x sign kernel: {chosen.__name__} ({sign_products()})")
+    other = chosen is not xnor_affine
     print(
         "| width | batch | 1 thread (ms) | G bit-MAC/s | of peak "
         "| 2 threads (ms) | scaling |"
+        + (" carry-save, 1 thread (ms) |" if other else "")
     )
-    print("|---" * 7 + "|")
+    print("|---" * (7 + other) + "|")
     for width in widths:
         words = rng.integers(0, 2**63, (width // 64, width), dtype=np.uint64)
         alpha, beta = np.ones(width, np.float32), np.zeros(width, np.float32)
@@ -323,14 +331,19 @@ def kernel(widths, batches, repeats):
             out = np.empty((batch, width), np.float32)
             args = (x, words, width, alpha, beta, out)
             runs = [
-                partial(_run_rows_cols, xnor_affine, batch, width, n, *args)
-                for n in (1, 2)
+                partial(_run_rows_cols, chosen, batch, width, n, *args) for n in (1, 2)
             ]
-            (one, _), (two, _) = best_of(runs, repeats)
+            if other:
+                runs.append(
+                    partial(_run_rows_cols, xnor_affine, batch, width, 1, *args)
+                )
+            times = [t for t, _ in best_of(runs, repeats)]
+            one, two = times[:2]
             macs = batch * width * width
             print(
                 f"| {width} | {batch} | {one * 1e3:.3f} | {macs / one / 1e9:.0f} "
                 f"| {macs / one / peak:.0%} | {two * 1e3:.3f} | {one / two:.2f}x |"
+                + (f" {times[2] * 1e3:.3f} |" if other else "")
             )
 
 

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
+from sksign.deploy._kernels import sign_products
 from sksign.deploy._runtime import OPS, PackedNet
 from sksign.kernels import effective_n_threads, popcount_instructions, target_has
 
@@ -154,7 +155,10 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         ``act_bytes_packed`` (per sample; packed activations are bits), then
         a ``total`` row that also holds ``popcount`` (the instructions the
         bit kernels run on this machine, see
-        :func:`~sksign.kernels.popcount_instructions`), ``step_products``
+        :func:`~sksign.kernels.popcount_instructions`), ``sign_products``
+        (how the sign x sign dense layers count: ``"XOR + vpopcntq on register
+        blocks of 4 rows x 32 outputs"`` on AVX-512 VPOPCNTDQ, else carry-save
+        adders and a popcount per eight words), ``step_products``
         (how layers of real weights on bits followed by a step multiply 8 rows
         or more here: ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
         ``"float32 BLAS of the unpacked bits"``), ``seconds_packed`` and, with a
@@ -215,6 +219,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
     )
     f32, pk = total["weight_bytes_float32"], total["weight_bytes_packed"]
     total["popcount"] = popcount_instructions()
+    total["sign_products"] = sign_products()
     total["step_products"] = (
         "int16 x bits by vpmaddwd (AVX2), exact int32"
         if target_has("avx2")
@@ -224,6 +229,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         f"weights: {pk} bytes packed vs {f32} bytes float32 "
         f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",
         f"popcount kernels compiled for: {total['popcount']}.",
+        f"sign x sign dense layers: {total['sign_products']}.",
         "real weights on bits before a step, 8 rows or more: "
         f"{total['step_products']}.",
     ]

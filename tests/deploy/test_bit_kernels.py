@@ -18,9 +18,17 @@ from sksign.deploy._kernels import (
     xnor_affine,
 )
 from sksign.deploy._kernels._madd import BLOCK_ROWS, step_by_pairs
+from sksign.deploy._kernels._xnor import xnor_affine_vectors
 from sksign.kernels import pack_bits, packed_to_words
 
 WIDTHS = [1, 7, 8, 63, 64, 65, 130, 200]
+
+#: The sign x sign kernels: carry-save adders, and the register blocks
+#: (chosen on AVX-512 VPOPCNTDQ; generic LLVM IR, so checked on any CPU).
+XNOR_KERNELS = [
+    pytest.param(xnor_affine, id="carry_save"),
+    pytest.param(xnor_affine_vectors, id="vectors"),
+]
 
 
 def _words(bits):
@@ -57,9 +65,10 @@ def test_pack_ge_compares_with_each_threshold():
     assert back.tolist() == [[1, 0, 1, 0]]
 
 
+@pytest.mark.parametrize("kernel", XNOR_KERNELS)
 @pytest.mark.parametrize("n_in", WIDTHS)
 @pytest.mark.parametrize("n_rows", [1, 3, 4, 9])
-def test_xnor_affine_gives_exact_sign_dot_products(n_in, n_rows):
+def test_xnor_affine_gives_exact_sign_dot_products(kernel, n_in, n_rows):
     """Check that the XNOR-popcount integers equal the +-1 dot products exactly."""
     rng = np.random.default_rng(n_in * 10 + n_rows)
     a = rng.integers(0, 2, (n_rows, n_in)).astype(np.uint8)
@@ -67,13 +76,13 @@ def test_xnor_affine_gives_exact_sign_dot_products(n_in, n_rows):
     ref = (2.0 * a - 1) @ (2.0 * w - 1).T
     out = np.empty((n_rows, 11), dtype=np.int64)
     ones, zeros = np.ones(11, np.int64), np.zeros(11, np.int64)
-    xnor_affine(_words(a), _words(w).T.copy(), n_in, ones, zeros, out, 0, n_rows, 0, 11)
+    kernel(_words(a), _words(w).T.copy(), n_in, ones, zeros, out, 0, n_rows, 0, 11)
     np.testing.assert_array_equal(out, ref.astype(np.int64))
     # split over rows and columns: the same numbers
     part = np.zeros_like(out)
     for r0, r1 in ((0, n_rows // 2), (n_rows // 2, n_rows)):
         for c0, c1 in ((0, 5), (5, 11)):
-            xnor_affine(
+            kernel(
                 _words(a), _words(w).T.copy(), n_in, ones, zeros, part, r0, r1, c0, c1
             )
     np.testing.assert_array_equal(part, out)
@@ -97,13 +106,13 @@ def _sign_dots(a, w):
     return (2 * a.astype(np.int64) - 1) @ (2 * w.astype(np.int64) - 1).T
 
 
-def _xnor_dots(a, w, r0, r1, c0, c1):
-    """Integer outputs of xnor_affine on rows r0:r1, columns c0:c1, -1 elsewhere."""
+def _xnor_dots(a, w, r0, r1, c0, c1, kernel=xnor_affine):
+    """Integer outputs of `kernel` on rows r0:r1, columns c0:c1, -1 elsewhere."""
     n_out = w.shape[0]
     out = np.full((a.shape[0], n_out), -1, dtype=np.int64)
     ones, zeros = np.ones(n_out, np.int64), np.zeros(n_out, np.int64)
     wt = _words(w).T.copy()
-    xnor_affine(_words(a), wt, a.shape[1], ones, zeros, out, r0, r1, c0, c1)
+    kernel(_words(a), wt, a.shape[1], ones, zeros, out, r0, r1, c0, c1)
     return out
 
 
@@ -117,9 +126,11 @@ def _xnor_dots(a, w, r0, r1, c0, c1):
 def test_xnor_affine_matches_numpy_on_any_ranges(n_rows, n_in, n_out, data):
     """Check exact dot products on random sizes, row and column ranges.
 
-    Covers both paths (few rows or words, and tiles of columns with
-    carry-save groups of words), bit counts off multiples of 64, rows off
-    the blocks, column ranges off the tiles and starting past 0.
+    Covers both paths of the carry-save kernel (few rows or words, and
+    tiles of columns with carry-save groups of words) and the register
+    blocks (weights in place and copied, a last block under 32 columns),
+    bit counts off multiples of 64, rows off the blocks, column ranges off
+    the tiles and starting past 0.
     """
     seed = data.draw(st.integers(0, 2**32 - 1))
     r0 = data.draw(st.integers(0, n_rows - 1))
@@ -129,15 +140,16 @@ def test_xnor_affine_matches_numpy_on_any_ranges(n_rows, n_in, n_out, data):
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 2, (n_rows, n_in)).astype(np.uint8)
     w = rng.integers(0, 2, (n_out, n_in)).astype(np.uint8)
-    out = _xnor_dots(a, w, r0, r1, c0, c1)
-    ref = np.full_like(out, -1)
+    ref = np.full((n_rows, n_out), -1, dtype=np.int64)
     ref[r0:r1, c0:c1] = _sign_dots(a, w)[r0:r1, c0:c1]
-    np.testing.assert_array_equal(out, ref)
+    for kernel in (xnor_affine, xnor_affine_vectors):
+        np.testing.assert_array_equal(_xnor_dots(a, w, r0, r1, c0, c1, kernel), ref)
 
 
+@pytest.mark.parametrize("kernel", XNOR_KERNELS)
 @pytest.mark.parametrize("n_rows", [1, 3, 4, 7, 9])
 @pytest.mark.parametrize("n_in", [64, 511, 512, 64 * 17 + 3, 64 * 40])
-def test_xnor_affine_counts_constant_words_exactly(n_rows, n_in):
+def test_xnor_affine_counts_constant_words_exactly(kernel, n_rows, n_in):
     """Check all-ones / all-zeros words: every counter of a group saturates."""
     n_out = 300  # more than one tile of columns, the last one partial
     a = np.zeros((n_rows, n_in), np.uint8)
@@ -145,7 +157,7 @@ def test_xnor_affine_counts_constant_words_exactly(n_rows, n_in):
     w = np.zeros((n_out, n_in), np.uint8)
     w[1::3] = 1
     w[2::3, : n_in // 2] = 1  # half ones
-    out = _xnor_dots(a, w, 0, n_rows, 0, n_out)
+    out = _xnor_dots(a, w, 0, n_rows, 0, n_out, kernel)
     np.testing.assert_array_equal(out, _sign_dots(a, w))
     assert out[0, 0] == -n_in  # ones against -1
     assert out[0, 1] == n_in  # ones against +1
@@ -154,8 +166,9 @@ def test_xnor_affine_counts_constant_words_exactly(n_rows, n_in):
         assert out[1, 1] == -n_in
 
 
+@pytest.mark.parametrize("kernel", XNOR_KERNELS)
 @pytest.mark.parametrize("n_rows", [2, 4, 6, 33])
-def test_xnor_affine_float_outputs_do_not_depend_on_the_split(n_rows):
+def test_xnor_affine_float_outputs_do_not_depend_on_the_split(kernel, n_rows):
     """Check ``dot * alpha + beta`` in float32, the same for any split."""
     rng = np.random.default_rng(n_rows)
     n_in, n_out = 1000, 260
@@ -165,13 +178,13 @@ def test_xnor_affine_float_outputs_do_not_depend_on_the_split(n_rows):
     beta = rng.uniform(-1, 1, n_out).astype(np.float32)
     xw, wt = _words(a), _words(w).T.copy()
     out = np.empty((n_rows, n_out), np.float32)
-    xnor_affine(xw, wt, n_in, alpha, beta, out, 0, n_rows, 0, n_out)
+    kernel(xw, wt, n_in, alpha, beta, out, 0, n_rows, 0, n_out)
     ref = _sign_dots(a, w) * alpha.astype(np.float64) + beta.astype(np.float64)
     np.testing.assert_array_equal(out, ref.astype(np.float32))
     part = np.empty_like(out)
     for r0, r1 in ((0, 1), (1, n_rows)):  # 1 row (in place) and the rest
         for c0, c1 in ((0, 129), (129, n_out)):
-            xnor_affine(xw, wt, n_in, alpha, beta, part, r0, r1, c0, c1)
+            kernel(xw, wt, n_in, alpha, beta, part, r0, r1, c0, c1)
     np.testing.assert_array_equal(part, out)
 
 

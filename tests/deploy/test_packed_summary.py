@@ -66,6 +66,11 @@ def test_bytes_per_layer(bnn):
         "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
     )
     assert f"8 rows or more: {total['step_products']}." in table
+    # and how the sign x sign layers count: vpopcntq register blocks only
+    # where the CPU has the vector popcount
+    vector = popcount_instructions().startswith("AVX-512")
+    assert ("vpopcntq" in total["sign_products"]) is vector
+    assert f"sign x sign dense layers: {total['sign_products']}." in table
 
 
 def test_timing_against_a_reference(bnn, digits):

@@ -45,10 +45,12 @@ def test_the_host_cpu_by_default(monkeypatch):
 _MACHINE_CODE = """
 import json, re
 from numba import types
-from sksign.deploy._kernels._xnor import xnor_affine
+from sksign.deploy._kernels._xnor import xnor_affine, xnor_affine_vectors, xnor_kernel
 from sksign.kernels import popcount_instructions
 from sksign.kernels._nibbles import nibble_kernels
 from sksign.kernels._popcount import knn_counts, pairwise_counts
+from sksign.kernels._vector_counts import knn_counts_vectors, pairwise_counts_vectors
+from sksign.kernels._words import hamming_kernels
 
 u64, i64, f32, i32 = (types.Array(t, d, "C") for t, d in (
     (types.uint64, 2), (types.int64, 2), (types.float32, 1), (types.int32, 2)))
@@ -58,13 +60,19 @@ kernels = {
     "xnor_affine": (xnor_affine, (u64, u64, n, f32, f32, f32_2, n, n, n, n)),
     "knn_counts": (knn_counts, (u64, u64, i64, i64)),
     "pairwise_counts": (pairwise_counts, (u64, u64, i32)),
+    "xnor_affine_vectors": (
+        xnor_affine_vectors, (u64, u64, n, f32, f32, f32_2, n, n, n, n)),
+    "knn_counts_vectors": (knn_counts_vectors, (u64, u64, i64, i64)),
+    "pairwise_counts_vectors": (pairwise_counts_vectors, (u64, u64, i32)),
 }
-found = {"path": popcount_instructions(), "nibbles": nibble_kernels()}
+found = {"path": popcount_instructions(), "nibbles": nibble_kernels(),
+         "chosen": [xnor_kernel().__name__, hamming_kernels()[1].__name__]}
 for name, (kernel, sig) in kernels.items():
     kernel.compile(sig)
     asm = kernel.inspect_asm(sig)
     found[name] = {i: len(re.findall(r"\\b" + i + r"\\b", asm))
                    for i in ("vpopcntq", "vpshufb")}
+    found[name]["zmm"] = len(re.findall(r"\\bvpopcntq\\s[^\\n]*%zmm", asm))
 print(json.dumps(found))
 """
 
@@ -79,7 +87,8 @@ def test_the_kernels_compile_to_the_vector_popcount_where_the_cpu_has_it(tmp_pat
     """Check the machine code for an AVX-512 VPOPCNTDQ CPU (an Ice Lake
     server), compiled here but never run: the sign x sign layer, the k-NN
     search and the distance matrix use ``vpopcntq``, none the AVX2 nibble
-    look-ups, and the nibble kernels are not chosen there."""
+    look-ups, the register-block kernels count whole 512-bit registers and
+    are the ones chosen there, the nibble kernels not."""
     import json
     import os
     import subprocess
@@ -105,3 +114,11 @@ def test_the_kernels_compile_to_the_vector_popcount_where_the_cpu_has_it(tmp_pat
     for name in ("xnor_affine", "knn_counts", "pairwise_counts"):
         assert found[name]["vpopcntq"] > 0, name
         assert found[name]["vpshufb"] == 0, name
+    for name in (
+        "xnor_affine_vectors",
+        "knn_counts_vectors",
+        "pairwise_counts_vectors",
+    ):
+        assert found[name]["zmm"] >= 16, name  # a block of 4 x 4 vectors
+        assert found[name]["vpshufb"] == 0, name
+    assert found["chosen"] == ["xnor_affine_vectors", "knn_counts_vectors"]

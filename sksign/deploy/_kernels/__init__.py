@@ -23,7 +23,7 @@ from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import sum_conv, sum_conv_step
 from sksign.deploy._kernels._vectors import LANES, padded_width
-from sksign.deploy._kernels._xnor import xnor_affine
+from sksign.deploy._kernels._xnor import sign_products, xnor_affine, xnor_kernel
 
 __all__ = [
     "LANES",
@@ -36,6 +36,7 @@ __all__ = [
     "pack_affine_ge",
     "pack_ge",
     "padded_width",
+    "sign_products",
     "step_certified",
     "step_int16",
     "sum_conv",
@@ -44,4 +45,5 @@ __all__ = [
     "unpack_words",
     "xnor_affine",
     "xnor_conv",
+    "xnor_kernel",
 ]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.kernels import popcount64
+from sksign.kernels import popcount64, vector_kernels, xor_count_block
 
-__all__ = ["xnor_affine"]
+__all__ = ["sign_products", "xnor_affine", "xnor_affine_vectors", "xnor_kernel"]
 
 #: Output columns of a tile in :func:`xnor_affine` (its weights and counters
 #: stay in L1).
@@ -268,3 +268,78 @@ def xnor_affine(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1):
         _xnor_rows_tiled(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1)
     else:
         _xnor_rows_direct(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1)
+
+
+#: Output columns of a register block of :func:`xnor_affine_vectors` (four
+#: vectors of eight words: ``xor_count_block(..., rows, 4)``).
+VECTOR_COLUMNS = 32
+#: Rows from which :func:`xnor_affine_vectors` copies each block of weights
+#: to a buffer of its own (a weight row of a wide layer is a page or more
+#: from the next: read in place, a block's rows share a few L1 sets).
+VECTOR_COPY_MIN_ROWS = 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vector_store(counts, rows, n_bits, a, b, out, i, t0, n):
+    """``out[i + r, t0 + c] = (n_bits - 2 counts[r, c]) * a[c] + b[c]``."""
+    for r in range(rows):
+        _affine_store(counts[r], n_bits, a, b, out[i + r, t0 : t0 + n], n)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _vector_rows(xw, src, col, counts, n_bits, a, b, out, r0, r1, t0, n):
+    """Rows ``r0 .. r1 - 1`` against the 32 columns of `src` from `col`, four
+    rows a register block; outputs ``t0 .. t0 + n - 1``."""
+    i = r0
+    while i + 4 <= r1:
+        xor_count_block(counts, 0, xw, i, src, col, 4, 4, None)
+        _vector_store(counts, 4, n_bits, a, b, out, i, t0, n)
+        i += 4
+    while i < r1:
+        xor_count_block(counts, 0, xw, i, src, col, 1, 4, None)
+        _vector_store(counts, 1, n_bits, a, b, out, i, t0, n)
+        i += 1
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def xnor_affine_vectors(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1):
+    """:func:`xnor_affine` on :func:`~sksign.kernels._vector_counts.xor_count_block`.
+
+    Same arguments, same outputs. Blocks of 32 output columns, four input
+    rows against them at a time with the 16 running counts in registers
+    (one XOR, one ``vpopcntq`` and one add per eight products on AVX-512
+    VPOPCNTDQ, where :func:`xnor_kernel` chooses it). From
+    :data:`VECTOR_COPY_MIN_ROWS` rows on, each block of weights is copied to
+    a buffer (its words 256 bytes apart); a last block of fewer than 32
+    columns always is, zero-padded.
+    """
+    if n_bits >= 2**31:  # pragma: no cover - the counts convert by int32
+        xnor_affine(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1)
+        return
+    n_words = xw.shape[1]
+    counts = np.empty((4, VECTOR_COLUMNS), np.int64)
+    block = np.zeros((n_words, VECTOR_COLUMNS), np.uint64)
+    copy = r1 - r0 >= VECTOR_COPY_MIN_ROWS
+    for t0 in range(c0, c1, VECTOR_COLUMNS):
+        n = min(VECTOR_COLUMNS, c1 - t0)
+        a, b = alpha[t0 : t0 + n], beta[t0 : t0 + n]
+        if copy or n < VECTOR_COLUMNS:
+            for w in range(n_words):
+                for c in range(n):
+                    block[w, c] = wt[w, t0 + c]
+            _vector_rows(xw, block, 0, counts, n_bits, a, b, out, r0, r1, t0, n)
+        else:
+            _vector_rows(xw, wt, t0, counts, n_bits, a, b, out, r0, r1, t0, n)
+
+
+def xnor_kernel():
+    """The sign x sign kernel for this CPU: :func:`xnor_affine_vectors` where
+    it has AVX-512 VPOPCNTDQ, else :func:`xnor_affine` (carry-save adders)."""
+    return xnor_affine_vectors if vector_kernels() else xnor_affine
+
+
+def sign_products():
+    """How :func:`xnor_kernel` multiplies signs here, in words."""
+    if vector_kernels():
+        return "XOR + vpopcntq on register blocks of 4 rows x 32 outputs"
+    return "XOR, carry-save adders (8 words) + popcount, tiles of 128 outputs"

@@ -9,7 +9,7 @@ import numpy as np
 
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import xnor_affine
+from sksign.deploy._kernels import xnor_kernel
 from sksign.deploy._ops._common import run_rows_cols
 from sksign.kernels import packed_to_words
 
@@ -23,12 +23,13 @@ def prepare(layer, ctx):
         lambda raw: np.ascontiguousarray(packed_to_words(raw, n_bits).T),
     )
     alpha, beta = ctx.tensor(layer, "alpha"), ctx.tensor(layer, "beta")
+    kernel = xnor_kernel()  # register blocks on AVX-512 VPOPCNTDQ
 
     def run(xs, n, n_threads):
         x = xs[0]
         out = empty((x.shape[0], n_out), np.float32)
         args = (x, words, n_bits, alpha, beta, out)
-        run_rows_cols(xnor_affine, x.shape[0], n_out, n_threads, *args)
+        run_rows_cols(kernel, x.shape[0], n_out, n_threads, *args)
         return out
 
     return run
