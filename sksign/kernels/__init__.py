@@ -11,6 +11,7 @@ word-level functions.
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sksign._public import public_names
+from sksign.kernels._ir_loops import counted_loop, splat
 from sksign.kernels._packing import (
     as_bits,
     check_n_bits,
@@ -33,8 +34,8 @@ from sksign.kernels._words import (
 )
 
 # The public names are declared in sksign/_public.py. The others imported
-# here (as_bits, check_n_bits, check_packed, auto_batch_size,
-# effective_n_threads, popcount64, target_has, vector_kernels,
+# here (as_bits, check_n_bits, check_packed, auto_batch_size, counted_loop,
+# effective_n_threads, popcount64, splat, target_has, vector_kernels,
 # xor_count_block) are internal checkers and kernels: importable for sksign's
 # own modules (the k-NN estimators, sign geometry, deploy), not public.
 __all__ = public_names(__name__)

@@ -29,6 +29,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from sksign.kernels._ir_loops import counted_loop, splat
 from sksign.kernels._popcount import (
     CODE_TILE,
     pairwise_counts,
@@ -129,57 +130,34 @@ def xor_count_block(
             for pos in (1, 3, 5)
         )
         zero = ir.Constant(vec, [0] * LANES)
-        undefined = ir.Constant(vec, ir.Undefined)
-        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
-        lane0 = ir.Constant(ir.IntType(32), 0)
 
         def vector_at(ptr, index):
             return builder.bitcast(builder.gep(ptr, [index]), vec.as_pointer())
 
-        entry = builder.block
-        loop = builder.append_basic_block("xor_count_loop")
-        done = builder.append_basic_block("xor_count_done")
-        has_words = builder.icmp_signed(">", n_words, ir.Constant(i64, 0))
-        builder.cbranch(has_words, loop, done)
+        def add_word(w, sums):
+            """The counts of word `w` added to the running counts."""
+            w_at = builder.add(builder.mul(w, w_stride), w_col)
+            columns = [
+                builder.load(
+                    vector_at(data[4], builder.add(w_at, ir.Constant(i64, LANES * v))),
+                    align=8,
+                )
+                for v in range(n_vectors)
+            ]
+            new = []
+            for r in range(n_rows):
+                x_at = builder.add(
+                    builder.mul(builder.add(x_row, ir.Constant(i64, r)), n_words), w
+                )
+                word = builder.load(builder.gep(data[2], [x_at]), align=8)
+                broadcast = splat(builder, word, vec)
+                for v in range(n_vectors):
+                    bits = builder.call(ctpop, [builder.xor(broadcast, columns[v])])
+                    new.append(builder.add(sums[r * n_vectors + v], bits))
+            return new
 
-        builder.position_at_end(loop)
-        w = builder.phi(i64)
-        w.add_incoming(ir.Constant(i64, 0), entry)
-        sums = []
-        for _ in range(n_rows * n_vectors):
-            sums.append(builder.phi(vec))
-            sums[-1].add_incoming(zero, entry)
-        w_at = builder.add(builder.mul(w, w_stride), w_col)
-        columns = [
-            builder.load(
-                vector_at(data[4], builder.add(w_at, ir.Constant(i64, LANES * v))),
-                align=8,
-            )
-            for v in range(n_vectors)
-        ]
-        new = []
-        for r in range(n_rows):
-            x_at = builder.add(
-                builder.mul(builder.add(x_row, ir.Constant(i64, r)), n_words), w
-            )
-            word = builder.load(builder.gep(data[2], [x_at]), align=8)
-            one = builder.insert_element(undefined, word, lane0)
-            splat = builder.shuffle_vector(one, undefined, every_lane)
-            for v in range(n_vectors):
-                bits = builder.call(ctpop, [builder.xor(splat, columns[v])])
-                new.append(builder.add(sums[r * n_vectors + v], bits))
-        w_next = builder.add(w, ir.Constant(i64, 1))
-        w.add_incoming(w_next, loop)
-        for phi, s in zip(sums, new, strict=True):
-            phi.add_incoming(s, loop)
-        builder.cbranch(builder.icmp_signed("<", w_next, n_words), loop, done)
-
-        builder.position_at_end(done)
-        totals = []  # the phis first: they head the block
-        for s in new:
-            totals.append(builder.phi(vec))
-            totals[-1].add_incoming(zero, entry)
-            totals[-1].add_incoming(s, loop)
+        initial = [zero] * (n_rows * n_vectors)
+        totals = counted_loop(builder, n_words, initial, add_word, "xor_count")
         for r in range(n_rows):
             c_at = builder.mul(builder.add(c_row, ir.Constant(i64, r)), c_stride)
             for v in range(n_vectors):

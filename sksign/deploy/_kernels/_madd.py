@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 
 from sksign.deploy._kernels._bits import unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import origins, tap_offset
-from sksign.kernels import popcount64
+from sksign.kernels import counted_loop, popcount64, splat
 
 __all__ = [
     "BLOCK_OUTPUTS",
@@ -132,7 +132,7 @@ def _tile_sums(typingctx, sums, x32, w32, i0, block):
         return None
 
     def codegen(context, builder, sig, args):
-        i32, i64 = ir.IntType(32), ir.IntType(64)
+        i64 = ir.IntType(64)
         pmaddwd, i16x16, i32x8 = _pmaddwd(builder)
         arr = [
             context.make_array(sig.args[p])(context, builder, args[p])
@@ -148,55 +148,34 @@ def _tile_sums(typingctx, sums, x32, w32, i0, block):
             builder.mul(block, n_pairs), ir.Constant(i64, BLOCK_OUTPUTS)
         )
         zero = ir.Constant(i32x8, [0] * 8)
-        every_lane = ir.Constant(ir.VectorType(i32, 8), [0] * 8)
-        undefined = ir.Constant(i32x8, ir.Undefined)
-        rows = range(BLOCK_ROWS)
-        vectors = range(_VECTORS)
+        keys = [(r, v) for r in range(BLOCK_ROWS) for v in range(_VECTORS)]
         x_rows = [
-            builder.mul(builder.add(i0, ir.Constant(i64, r)), n_pairs) for r in rows
+            builder.mul(builder.add(i0, ir.Constant(i64, r)), n_pairs)
+            for r in range(BLOCK_ROWS)
         ]
 
-        entry = builder.block
-        loop = builder.append_basic_block("pairs_loop")
-        done = builder.append_basic_block("pairs_done")
-        empty = builder.icmp_signed("<=", n_pairs, ir.Constant(i64, 0))
-        builder.cbranch(empty, done, loop)
-        builder.position_at_end(loop)
-        k = builder.phi(i64)
-        k.add_incoming(ir.Constant(i64, 0), entry)
-        phis = {}
-        for key in ((r, v) for r in rows for v in vectors):
-            phis[key] = builder.phi(i32x8)
-            phis[key].add_incoming(zero, entry)
-        w_row = builder.add(w_base, builder.mul(k, ir.Constant(i64, BLOCK_OUTPUTS)))
-        weights = []
-        for v in vectors:
-            at = builder.add(w_row, ir.Constant(i64, 8 * v))
-            p = builder.bitcast(builder.gep(ws, [at]), i32x8.as_pointer())
-            weights.append(builder.bitcast(builder.load(p, align=4), i16x16))
-        new = {}
-        for r in rows:
-            x = builder.load(builder.gep(xs, [builder.add(x_rows[r], k)]), align=4)
-            x = builder.insert_element(undefined, x, ir.Constant(i32, 0))
-            x = builder.bitcast(
-                builder.shuffle_vector(x, undefined, every_lane), i16x16
-            )
-            for v in vectors:
-                prod = builder.call(pmaddwd, [x, weights[v]])
-                new[r, v] = builder.add(phis[r, v], prod)
-        k_next = builder.add(k, ir.Constant(i64, 1))
-        k.add_incoming(k_next, loop)
-        for key, phi in phis.items():
-            phi.add_incoming(new[key], loop)
-        builder.cbranch(builder.icmp_signed("<", k_next, n_pairs), loop, done)
-        builder.position_at_end(done)
-        finals = {}
-        for key in phis:  # the phis first, then the stores
-            finals[key] = builder.phi(i32x8)
-            finals[key].add_incoming(zero, entry)
-            finals[key].add_incoming(new[key], loop)
+        def add_pair(k, values):
+            """The products of pair `k` added to the running sums."""
+            sums = dict(zip(keys, values, strict=True))
+            w_row = builder.add(w_base, builder.mul(k, ir.Constant(i64, BLOCK_OUTPUTS)))
+            weights = []
+            for v in range(_VECTORS):
+                at = builder.add(w_row, ir.Constant(i64, 8 * v))
+                p = builder.bitcast(builder.gep(ws, [at]), i32x8.as_pointer())
+                weights.append(builder.bitcast(builder.load(p, align=4), i16x16))
+            new = []
+            for r in range(BLOCK_ROWS):
+                x = builder.load(builder.gep(xs, [builder.add(x_rows[r], k)]), align=4)
+                x = builder.bitcast(splat(builder, x, i32x8), i16x16)
+                for v in range(_VECTORS):
+                    prod = builder.call(pmaddwd, [x, weights[v]])
+                    new.append(builder.add(sums[r, v], prod))
+            return new
+
+        initial = [zero] * len(keys)
+        finals = counted_loop(builder, n_pairs, initial, add_pair, "pairs")
         col = builder.mul(block, ir.Constant(i64, BLOCK_OUTPUTS))
-        for (r, v), value in finals.items():
+        for (r, v), value in zip(keys, finals, strict=True):
             row = builder.mul(builder.add(i0, ir.Constant(i64, r)), out_width)
             at = builder.add(builder.add(row, col), ir.Constant(i64, 8 * v))
             p = builder.bitcast(builder.gep(out, [at]), i32x8.as_pointer())

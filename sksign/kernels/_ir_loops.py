@@ -1,0 +1,56 @@
+"""LLVM-IR pieces shared by the register-block intrinsics (the k-NN's
+:func:`~sksign.kernels._vector_counts.xor_count_block`, the packed nets'
+int16 pair sums): a counted loop that carries values in registers, and a
+scalar broadcast to every lane of a vector."""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+__all__ = ["counted_loop", "splat"]
+
+
+def counted_loop(builder, n, initial, body, name):
+    """Emit ``for k in range(n)``, carrying the values `initial` through it.
+
+    ``body(k, values)`` emits one step (in the loop's block, adding no
+    block) and returns the new values, as many as `initial` and of the same
+    types. Returns the values after the loop: `initial` where ``n <= 0``.
+    The builder is left at the end of the loop's exit block.
+    """
+    i64 = ir.IntType(64)
+    entry = builder.block
+    loop = builder.append_basic_block(f"{name}_loop")
+    done = builder.append_basic_block(f"{name}_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(i64)
+    k.add_incoming(ir.Constant(i64, 0), entry)
+    values = []
+    for value in initial:
+        values.append(builder.phi(value.type))
+        values[-1].add_incoming(value, entry)
+    new = body(k, values)
+    k_next = builder.add(k, ir.Constant(i64, 1))
+    k.add_incoming(k_next, loop)
+    for phi, value in zip(values, new, strict=True):
+        phi.add_incoming(value, loop)
+    builder.cbranch(builder.icmp_signed("<", k_next, n), loop, done)
+    builder.position_at_end(done)
+    finals = []  # the phis head the exit block
+    for first, last in zip(initial, new, strict=True):
+        finals.append(builder.phi(first.type))
+        finals[-1].add_incoming(first, entry)
+        finals[-1].add_incoming(last, loop)
+    return finals
+
+
+def splat(builder, scalar, vector_type):
+    """`scalar` in every lane of a vector of `vector_type`."""
+    undefined = ir.Constant(vector_type, ir.Undefined)
+    one = builder.insert_element(undefined, scalar, ir.Constant(ir.IntType(32), 0))
+    lanes = ir.VectorType(ir.IntType(32), vector_type.count)
+    return builder.shuffle_vector(one, undefined, ir.Constant(lanes, [0] * lanes.count))
