@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
-from sksign.deploy._kernels import sign_products
+from sksign.deploy._kernels import sign_products, table_sums
 from sksign.deploy._runtime import OPS, PackedNet
 from sksign.kernels import effective_n_threads, popcount_instructions, target_has
 
@@ -158,7 +158,9 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         :func:`~sksign.kernels.popcount_instructions`), ``sign_products``
         (how the sign x sign dense layers count: ``"XOR + vpopcntq on register
         blocks of 4 rows x 32 outputs"`` on AVX-512 VPOPCNTDQ, else carry-save
-        adders and a popcount per eight words), ``step_products``
+        adders and a popcount per eight words), ``map_sums`` (how the
+        convolutions of real weights on bit maps add their table rows:
+        vectors of 16 floats on AVX-512, else of 8), ``step_products``
         (how layers of real weights on bits followed by a step multiply 8 rows
         or more here: ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
         ``"float32 BLAS of the unpacked bits"``), ``seconds_packed`` and, with a
@@ -220,6 +222,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
     f32, pk = total["weight_bytes_float32"], total["weight_bytes_packed"]
     total["popcount"] = popcount_instructions()
     total["sign_products"] = sign_products()
+    total["map_sums"] = table_sums()
     total["step_products"] = (
         "int16 x bits by vpmaddwd (AVX2), exact int32"
         if target_has("avx2")
@@ -230,6 +233,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",
         f"popcount kernels compiled for: {total['popcount']}.",
         f"sign x sign dense layers: {total['sign_products']}.",
+        f"real weights on bit maps: {total['map_sums']}.",
         "real weights on bits before a step, 8 rows or more: "
         f"{total['step_products']}.",
     ]

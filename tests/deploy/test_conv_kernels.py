@@ -186,6 +186,66 @@ def test_xnor_conv_equals_a_sign_product(n, c, size, oc, k, s, p):
     np.testing.assert_array_equal(out, ref)
 
 
+def _table_order_sums(words, table, nib_word, nib_shift, g, rows):
+    """The table sums of output rows `rows`, added in float32 in the kernel's
+    order (tap, then group), a padded tap adding nothing."""
+    h, w, wpp, k, s, p, ho, wo = (int(v) for v in g)
+    n_vals = table.shape[2]
+    sums = np.zeros((len(rows), table.shape[3]), np.float32)
+    for i, row in enumerate(rows):
+        n, pix = divmod(row, ho * wo)
+        oy, ox = divmod(pix, wo)
+        for ky in range(k):
+            for kx in range(k):
+                iy, ix = oy * s - p + ky, ox * s - p + kx
+                if not (0 <= iy < h and 0 <= ix < w):
+                    continue
+                at = ((n * h + iy) * w + ix) * wpp
+                for m in range(len(nib_word)):
+                    word = int(words[at + nib_word[m]])
+                    val = word >> int(nib_shift[m]) & (n_vals - 1)
+                    sums[i] = sums[i] + table[ky * k + kx, m, val]
+    return sums
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize(
+    ("n", "c", "size", "oc", "k", "s", "p"),
+    [*GEOMETRIES, (2, 16, 6, 32, 3, 1, 1), (1, 20, 5, 136, 3, 1, 1)],
+)
+def test_table_sums_add_in_their_order_bit_for_bit(
+    n, c, size, oc, k, s, p, bits, lanes
+):
+    """Check the register blocks of table rows against float32 sums in term
+    order, bit for bit: vectors of 8 or 16 floats (whatever this CPU has),
+    rows inside the maps read in place and border rows gathered, blocks of
+    rows and single rows, outputs over several chunks."""
+    from sksign.deploy._kernels._conv import block_buffers, origins
+    from sksign.deploy._kernels._sums import _table_sums
+
+    rng = np.random.default_rng(c * 13 + oc + bits)
+    _, words = _maps(rng, n, c, size)
+    words = words.reshape(-1)
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    table, nib_word, nib_shift, _ = _sum_arrays(wt, c, k, bits)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    rows = n * int(g[6] * g[7])
+    width = table.shape[3]
+    n_vec = min(width, 64) // 8
+    block, acc, _, org = block_buffers(width)
+    for b0 in range(0, rows, block):
+        nb = min(block, rows - b0)
+        acc[:] = 0
+        origins(b0, nb, g, org)
+        _table_sums(words, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes)
+        ref = _table_order_sums(
+            words, table, nib_word, nib_shift, g, range(b0, b0 + nb)
+        )
+        got = acc[: nb * width].reshape(nb, width)
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+
+
 def test_nibble_tables_sum_the_weights_of_each_nibble():
     """Check a table row is the sum of the weights of its set bits."""
     rng = np.random.default_rng(0)

@@ -71,6 +71,9 @@ def test_bytes_per_layer(bnn):
     vector = popcount_instructions().startswith("AVX-512")
     assert ("vpopcntq" in total["sign_products"]) is vector
     assert f"sign x sign dense layers: {total['sign_products']}." in table
+    # and the vectors the real-weights convolutions add their tables in
+    assert ("16 floats (AVX-512)" in total["map_sums"]) is target_has("avx512f")
+    assert f"real weights on bit maps: {total['map_sums']}." in table
 
 
 def test_timing_against_a_reference(bnn, digits):

@@ -33,49 +33,120 @@ from sksign.deploy._kernels._conv import (
     epilogue_rows,
     origins,
     tap_offset,
-    tap_offsets,
 )
-from sksign.deploy._kernels._vectors import LANES, UNROLL_FLOATS, add_vectors
-from sksign.kernels import popcount64
+from sksign.deploy._kernels._vectors import (
+    LANES,
+    UNROLL_FLOATS,
+    add_vectors,
+    table_rows_at_once,
+    table_sums_block,
+)
+from sksign.kernels import popcount64, target_has
 
-__all__ = ["sum_conv", "sum_conv_step"]
+__all__ = ["FLOAT_LANES", "sum_conv", "sum_conv_step", "table_sums"]
+
+
+#: Bytes of table slices a pass over the rows of a block reads (they stay in
+#: L1 while every row of the block reads them).
+TABLE_PASS_BYTES = 32768
+
+#: Floats of one vector of :func:`table_sums_block` where the CPU has AVX-512
+#: (and the rows come in whole such vectors), else 8.
+FLOAT_LANES = 16 if target_has("avx512f") else 8
+
+
+def table_sums():
+    """How the real-weights convolutions on bit maps add their table rows here."""
+    if FLOAT_LANES == 16:
+        return (
+            "table rows in vectors of 16 floats (AVX-512), blocks of rows "
+            "summed in registers, before a step too"
+        )
+    return (
+        "table rows in vectors of 8 floats, blocks of rows summed in "
+        "registers (before a step, from 64 channels: vpmaddwd where the CPU has AVX2)"
+    )
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec):
-    """``acc[r]`` = the sum of the table rows of the nibbles of block row r.
+def _table_terms(nib_word, nib_shift, n_vals, g):
+    """``(n_terms, 4)`` int64: per term (tap, then group), the offset of its
+    word in a gathered patch and from the patch's first pixel in the maps,
+    its shift, and the values of a group (see :func:`table_sums_block`)."""
+    k, wpp, w = g[3], g[2], g[1]
+    n_groups = nib_word.shape[0]
+    terms = np.empty((k * k * n_groups, 4), np.int64)
+    for t in range(k * k * n_groups):
+        tap, m = divmod(t, n_groups)
+        ky, kx = divmod(tap, k)
+        terms[t, 0] = tap * wpp + nib_word[m]
+        terms[t, 1] = (ky * w + kx) * wpp + nib_word[m]
+        terms[t, 2] = nib_shift[m]
+        terms[t, 3] = n_vals
+    return terms
 
-    The rows are added `n_vec` vectors at a time (a literal).
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes):
+    """``acc[r]`` += the sum of the table rows of the groups of block row r.
+
+    A row whose patch lies inside the maps reads its words in place; the
+    words of the others are gathered first (a padded tap as zero words: its
+    groups select their zero rows, which add nothing). Then, per pass over
+    a run of terms (tap and group) whose table slices stay in L1,
+    :func:`~sksign.deploy._kernels._vectors.table_sums_block` adds the rows
+    :func:`table_rows_at_once` at a time with their sums in registers
+    (vectors of `lanes` floats where they divide a row; `n_vec` vectors of
+    8 floats a row, literals). Each row adds its terms in the order ``(ky,
+    kx)``, then group, whatever the block.
     """
     literally(n_vec)
+    literally(lanes)
     chunk = n_vec * LANES
-    k = g[3]
+    k, wpp = g[3], g[2]
     n_vals, width = table.shape[2], table.shape[3]
-    mask = np.uint64(n_vals - 1)
-    flat = table.reshape(-1)
-    n_nib = nib_word.shape[0]
-    for ky in range(k):
-        for kx in range(k):
-            tap_offsets(org, nb, ky, kx, g, offs)
-            tap = (ky * k + kx) * n_nib
-            for m in range(n_nib):
-                base = (tap + m) * n_vals * width
-                wd = nib_word[m]
-                sh = nib_shift[m]
-                for r in range(nb):
-                    o = offs[r]
-                    if o < 0:
-                        continue  # zero padding: 0 bits add nothing
-                    # a zero group adds its row of zeros: a branch on it
-                    # would be mispredicted more often than the add costs;
-                    # an unsigned index spares the negative-index fix-up
-                    v = np.int64((x[np.uint64(o + wd)] >> sh) & mask)
-                    src, dst = base + v * width, r * width
-                    if width == chunk:  # one run of adds, no loop around it
-                        add_vectors(acc, dst, flat, src, n_vec)
-                        continue
-                    for c in range(0, width, chunk):
-                        add_vectors(acc, dst + c, flat, src + c, n_vec)
+    rows = table.reshape(-1, width)
+    terms = _table_terms(nib_word, nib_shift, n_vals, g)
+    n_words = k * k * wpp
+    patch = np.empty(nb * n_words, np.uint64)
+    # rows inside the maps first, then those gathered: their first word in
+    # the maps or the patch, and the first float of their sums
+    bases = np.empty(nb, np.int64)
+    dsts = np.empty(nb, np.int64)
+    inside = 0
+    outside = nb
+    for r in range(nb):
+        iy, ix = org[r, 1], org[r, 2]
+        if iy >= 0 and ix >= 0 and iy + k <= g[0] and ix + k <= g[1]:
+            bases[inside] = ((org[r, 0] + iy) * g[1] + ix) * wpp
+            dsts[inside] = r * width
+            inside += 1
+            continue
+        outside -= 1
+        at = outside * n_words
+        bases[outside] = at
+        dsts[outside] = r * width
+        for ky in range(k):
+            for kx in range(k):
+                o = tap_offset(org, r, ky, kx, g)
+                for j in range(wpp):
+                    patch[at + j] = x[o + j] if o >= 0 else np.uint64(0)
+                at += wpp
+    per_pass = max(1, TABLE_PASS_BYTES // (4 * n_vals * width))
+    group = table_rows_at_once(n_vec, lanes)
+    n_terms = terms.shape[0]
+    for t0 in range(0, n_terms, per_pass):
+        t1 = min(n_terms, t0 + per_pass)
+        for c in range(0, width, chunk):
+            for words, col, r0, r1 in ((x, 1, 0, inside), (patch, 0, inside, nb)):
+                arrays = (acc, dsts, words, bases, rows, terms)
+                r = r0
+                while r + group <= r1:
+                    table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, False)
+                    r += group
+                while r < r1:
+                    table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, True)
+                    r += 1
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -121,7 +192,8 @@ def _block_sums(block, acc, offs, org, nb, n_vec):
     literally(n_vec)
     x, table, nib_word, nib_shift, weights, by_table, g = block
     if by_table:
-        _table_sums(x, table, nib_word, nib_shift, g, acc, offs, org, nb, n_vec)
+        lanes = FLOAT_LANES
+        _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes)
     else:
         channels = weights.shape[0] // (g[3] * g[3])
         _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec)
@@ -205,20 +277,27 @@ def sum_conv(
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _exact_patch_sum(x, org, r, g, channels, w_rows, o):
-    """Sum of ``w_rows[o]`` over the set bits of block row r's patch, in float64."""
-    k = g[3]
-    s = 0.0
+def _active_units(x, org, r, g, channels, units):
+    """The patch units ``(ky, kx, c)`` of the set bits of block row r's
+    patch, in that order, into `units`; returns how many. A zero word is
+    skipped whole (an all-zero patch costs a look at each tap's words)."""
+    k, wpp = g[3], g[2]
+    n = 0
     for ky in range(k):
         for kx in range(k):
             off = tap_offset(org, r, ky, kx, g)
             if off < 0:
                 continue
             base = (ky * k + kx) * channels
-            for ch in range(channels):
-                if x[off + ch // 64] & word_bit(ch):
-                    s += np.float64(w_rows[o, base + ch])
-    return s
+            for j in range(wpp):
+                word = x[off + j]
+                if word == 0:
+                    continue
+                for ch in range(64 * j, min(channels, 64 * j + 64)):
+                    if word & word_bit(ch):
+                        units[n] = base + ch
+                        n += 1
+    return n
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -269,29 +348,33 @@ def sum_conv_step(
     for o in range(n_out):
         t64[o] = threshold[o]
         shift[o] = popcount64(word_bit(o) - np.uint64(1))
-    fired = np.empty(n_out, np.uint64)
+    units = np.empty(w_rows.shape[1], np.int64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
         args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
         for r in range(nb):
-            row = b0 + r
-            a = acc[r * width : r * width + n_out]
-            # in vectors: each output's bit, and whether any is too close to
-            # tell in float32 (no branch on a bit: it is a coin toss)
+            row, at = b0 + r, r * width
+            # in vectors: each word of bits, and whether any output is too
+            # close to tell in float32 (no branch on a bit: it is a coin toss)
             unsure = 0
-            for o in range(n_out):
-                v = np.float64(a[o]) - t64[o]
-                fired[o] = np.uint64(v > 0) << shift[o]
-                unsure += abs(v) <= bound[o]
-            if unsure:  # rare: sum those in float64 from the weights
-                for o in range(n_out):
-                    v = np.float64(a[o]) - t64[o]
-                    if abs(v) <= bound[o]:
-                        exact = _exact_patch_sum(x, org, r, g, channels, w_rows, o)
-                        fired[o] = np.uint64(exact >= t64[o]) << shift[o]
             for w in range(out.shape[1]):
                 word = np.uint64(0)
                 for o in range(64 * w, min(n_out, 64 * w + 64)):
-                    word |= fired[o]
+                    v = np.float64(acc[at + o]) - t64[o]
+                    word |= np.uint64(v > 0) << shift[o]
+                    unsure += abs(v) <= bound[o]
                 out[row, w] = word
+            if unsure:  # rare: sum those in float64 from the weights
+                n_active = _active_units(x, org, r, g, channels, units)
+                for o in range(n_out):
+                    v = np.float64(acc[at + o]) - t64[o]
+                    if abs(v) <= bound[o]:
+                        exact = 0.0
+                        for i in range(n_active):
+                            exact += np.float64(w_rows[o, units[i]])
+                        bit = np.uint64(1) << shift[o]
+                        if exact >= t64[o]:
+                            out[row, o // 64] |= bit
+                        else:
+                            out[row, o // 64] &= ~bit

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
+
+from sksign.kernels import counted_loop
 
 __all__ = [
     "LANES",
@@ -27,6 +30,8 @@ __all__ = [
     "rows_at_once",
     "scaled_add_row_block",
     "scaled_add_rows",
+    "table_rows_at_once",
+    "table_sums_block",
 ]
 
 #: Floats of one vector add of :func:`add_vectors` (the output widths of the
@@ -266,4 +271,143 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
         return context.get_dummy_value()
 
     sig = types.void(dst, dsts, xs, js, src, k, n, stride, n_vec)
+    return sig, codegen
+
+
+#: Vector registers of sums :func:`table_sums_block` holds (counted in
+#: vectors of its `lanes`): eight chains of adds in flight hide the add's
+#: latency on two add ports.
+TABLE_SUM_REGISTERS = 8
+
+
+@njit(cache=True, inline="always")
+def vector_lanes(n_vec, lanes):
+    """Floats of the vectors of :func:`table_sums_block` for rows of `n_vec`
+    vectors of 8 floats: `lanes` where they divide the row, else 8."""
+    return lanes if (8 * n_vec) % lanes == 0 else 8
+
+
+@njit(cache=True, inline="always")
+def table_rows_at_once(n_vec, lanes):
+    """Rows :func:`table_sums_block` adds at once (unless told one) for rows
+    of `n_vec` vectors of 8 floats and vectors of up to `lanes` floats."""
+    return max(1, TABLE_SUM_REGISTERS * vector_lanes(n_vec, lanes) // (8 * n_vec))
+
+
+@intrinsic(prefer_literal=True)
+def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
+    """Add the table rows that the words of a few rows select, sums in registers.
+
+    `arrays` is ``(acc, dsts, words, bases, table, terms)`` and `at` the
+    integers ``(b0, col, t0, t1, c)``.
+
+    The rows are ``n_rows = 1`` if `one_row`, else :func:`table_rows_at_once`
+    ``(n_vec, lanes)``; the sums of a row are ``8 n_vec`` floats, in ``n =
+    8 n_vec / L`` vectors of ``L = vector_lanes(n_vec, lanes)`` floats. For
+    ``r < n_rows`` the sums are ``acc.flat[dsts[b0 + r] + c :][: 8 n_vec]``
+    (``width = table.shape[1]``); for each term ``t`` in ``[t0, t1)``, in
+    that order, row ``r`` adds ``table[t * n_vals + val, c :][: 8 n_vec]``
+    with ``val = (word >> terms[t, 2]) & (n_vals - 1)``, ``word =
+    words[bases[b0 + r] + terms[t, col]]`` and ``n_vals = terms[0, 3]``.
+    Each add rounded to float32 in that order: the sums a loop of
+    :func:`add_vectors` makes, bit for bit. The rows' chains of adds
+    overlap, and each row's sums are loaded once and stored once.
+
+    `acc` float32 and `words` uint64, flat; `dsts` and `bases` int64;
+    `table` float32 of shape (n_terms * n_vals, width); `terms` int64 of
+    shape (n_terms, 4); all C-contiguous. `n_vec`, `lanes` (8 or 16) and
+    `one_row` literals. Indices in range (not checked).
+    """
+    if not (
+        isinstance(arrays, types.BaseTuple)
+        and len(arrays) == 6
+        and isinstance(at, types.BaseTuple)
+        and len(at) == 5
+        and all(isinstance(t, types.Integer) for t in at)
+        and all(isinstance(a, types.IntegerLiteral) for a in (n_vec, lanes))
+        and isinstance(one_row, types.BooleanLiteral)
+    ):
+        return None
+    acc, dsts, words, bases, table, terms = arrays
+    if not (
+        _float32_arrays(acc, table)
+        and all(isinstance(a, types.Array) for a in (dsts, words, bases, terms))
+        and words.dtype == types.uint64
+        and dsts.dtype == types.int64
+        and bases.dtype == types.int64
+        and terms.dtype == types.int64
+    ):
+        return None
+    n_lanes = vector_lanes.py_func(n_vec.literal_value, lanes.literal_value)
+    n_vectors = 8 * n_vec.literal_value // n_lanes
+    rows = (
+        1
+        if one_row.literal_value
+        else table_rows_at_once.py_func(n_vec.literal_value, n_lanes)
+    )
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        vec = ir.VectorType(ir.FloatType(), n_lanes)
+        structs = [
+            context.make_array(kind)(context, builder, value)
+            for kind, value in zip(
+                sig.args[0], cgutils.unpack_tuple(builder, args[0]), strict=True
+            )
+        ]
+        out, row_dst, x, row_at, rows_data, term_data = (a.data for a in structs)
+        width = builder.extract_value(structs[4].shape, 1)
+        b0, col, first, last, c = (
+            context.cast(builder, value, kind, types.int64)
+            for kind, value in zip(
+                sig.args[1], cgutils.unpack_tuple(builder, args[1]), strict=True
+            )
+        )
+
+        def const(value):
+            return ir.Constant(i64, value)
+
+        def load_at(base, index):
+            return builder.load(builder.gep(base, [index]))
+
+        def vector_at(base, index, v):
+            at = builder.add(index, const(n_lanes * v))
+            return builder.bitcast(builder.gep(base, [at]), vec.as_pointer())
+
+        sum_ptrs = [
+            vector_at(
+                out, builder.add(load_at(row_dst, builder.add(b0, const(r))), c), v
+            )
+            for r in range(rows)
+            for v in range(n_vectors)
+        ]
+        start = [builder.load(p, align=4) for p in sum_ptrs]
+        n_vals = load_at(term_data, const(3))
+        mask = builder.sub(n_vals, const(1))
+        slice_floats = builder.mul(n_vals, width)
+        row_bases = [load_at(row_at, builder.add(b0, const(r))) for r in range(rows)]
+
+        def add_term(k, sums):
+            t = builder.add(first, k)
+            at = builder.mul(t, const(4))
+            offset = load_at(term_data, builder.add(at, col))
+            shift = load_at(term_data, builder.add(at, const(2)))
+            base = builder.add(builder.mul(t, slice_floats), c)
+            new = []
+            for r in range(rows):
+                word = load_at(x, builder.add(row_bases[r], offset))
+                val = builder.and_(builder.lshr(word, shift), mask)
+                row = builder.add(base, builder.mul(val, width))
+                for v in range(n_vectors):
+                    term = builder.load(vector_at(rows_data, row, v), align=4)
+                    new.append(builder.fadd(sums[r * n_vectors + v], term))
+            return new
+
+        n_terms = builder.sub(last, first)
+        final = counted_loop(builder, n_terms, start, add_term, "table_sums")
+        for p, value in zip(sum_ptrs, final, strict=True):
+            builder.store(value, p, align=4)
+        return context.get_dummy_value()
+
+    sig = types.void(arrays, at, n_vec, lanes, one_row)
     return sig, codegen

@@ -16,6 +16,7 @@ from sksign._threads import run_in_threads
 from sksign.deploy._buffers import empty, zeros
 from sksign.deploy._format import schema_error
 from sksign.deploy._kernels import (
+    FLOAT_LANES,
     count_bits,
     padded_width,
     step_certified,
@@ -88,15 +89,21 @@ BLAS_BLOCK_WORK = 2**23
 #: bit maps (they take 4 times the float32 weights); past this, the layer
 #: always sums by weight rows.
 LUT_MAX_BYTES = 2**25
-#: Largest byte tables (bytes, per layer): 8 times the nibble tables, made
-#: for the narrow layers only.
-BYTE_TABLE_MAX_BYTES = 2**22
+#: Largest byte tables (bytes, per layer, counted as for whole words of
+#: groups): 8 times the nibble tables, made for the narrow layers only. With
+#: AVX-512 the byte tables of layers wider than 16-to-16 channels (3 x 3:
+#: 1.2 MB counted so) lose to their nibbles at any batch (register blocks
+#: of 16 floats, Intel Xeon: 16-to-32 channels 8% slower at batch 1,
+#: 32-to-32 27-32% slower at batches 1 and 16).
+BYTE_TABLE_MAX_BYTES = 2**22 if FLOAT_LANES == 8 else 2**21
 #: A call sums by the byte tables when they take at most this many bytes per
 #: output row (measured on an AMD EPYC, AVX2: batches of 64 of the first
 #: stages of a ResNet-18 of width 16 gain 10-40%; since the table sums were
 #: vectorised, a batch of one gains too: whole WRN-10-2 and ResNet-18 nets
 #: 4-6% faster at batch 1 than with 128 bytes, the same at batches 8 and 64).
-BYTE_TABLE_ROW_BYTES = 4096
+#: With AVX-512, the 16-channel layer's bytes gain from about 16 maps of
+#: 32 x 32 on (19% at 16) and lose at one (20%): 64 bytes a row.
+BYTE_TABLE_ROW_BYTES = 4096 if FLOAT_LANES == 8 else 64
 #: ... and by the nibble tables when they take at most this many bytes per
 #: output row, else by weight rows (measured alike on maps half set: the
 #: tables take about half the time of the weight rows, even for 4 output
