@@ -45,6 +45,8 @@ def test_the_host_cpu_by_default(monkeypatch):
 _MACHINE_CODE = """
 import json, re
 from numba import types
+from sksign.deploy._kernels._madd import pair_sums
+from sksign.deploy._kernels._sums import sum_conv
 from sksign.deploy._kernels._xnor import xnor_affine, xnor_affine_vectors, xnor_kernel
 from sksign.kernels import popcount_instructions
 from sksign.kernels._nibbles import nibble_kernels
@@ -73,6 +75,20 @@ for name, (kernel, sig) in kernels.items():
     found[name] = {i: len(re.findall(r"\\b" + i + r"\\b", asm))
                    for i in ("vpopcntq", "vpshufb")}
     found[name]["zmm"] = len(re.findall(r"\\bvpopcntq\\s[^\\n]*%zmm", asm))
+# the real-weights kernels: table rows added in 512-bit vectors, int16
+# products by 512-bit vpmaddwd
+u64_1, i64_1, f32_4 = (types.Array(t, d, "C") for t, d in (
+    (types.uint64, 1), (types.int64, 1), (types.float32, 4)))
+wide = {
+    "sum_conv": (sum_conv, (u64_1, f32_4, i64_1, u64_1, f32_2, types.boolean,
+                            i64_1, f32, f32, f32, f32_2, f32_2, n, n), "vaddps"),
+    # vpmaddwd, or the vpdpwssd LLVM fuses it into with its add (VNNI)
+    "pair_sums": (pair_sums, (i32, i32, i32, n, n), "(?:vpmaddwd|vpdpwssd)"),
+}
+for name, (kernel, sig, op) in wide.items():
+    kernel.compile(sig)
+    asm = kernel.inspect_asm(sig)
+    found[name] = len(re.findall(r"\\b" + op + r"\\s[^\\n]*%zmm", asm))
 print(json.dumps(found))
 """
 
@@ -88,7 +104,9 @@ def test_the_kernels_compile_to_the_vector_popcount_where_the_cpu_has_it(tmp_pat
     server), compiled here but never run: the sign x sign layer, the k-NN
     search and the distance matrix use ``vpopcntq``, none the AVX2 nibble
     look-ups, the register-block kernels count whole 512-bit registers and
-    are the ones chosen there, the nibble kernels not."""
+    are the ones chosen there, the nibble kernels not; the table sums of
+    the real-weights convolutions add 512-bit vectors and the int16
+    products use 512-bit ``vpmaddwd`` (or ``vpdpwssd``)."""
     import json
     import os
     import subprocess
@@ -122,3 +140,6 @@ def test_the_kernels_compile_to_the_vector_popcount_where_the_cpu_has_it(tmp_pat
         assert found[name]["zmm"] >= 16, name  # a block of 4 x 4 vectors
         assert found[name]["vpshufb"] == 0, name
     assert found["chosen"] == ["xnor_affine_vectors", "knn_counts_vectors"]
+    # the real-weights kernels add and multiply in 512-bit vectors there
+    assert found["sum_conv"] >= 8  # a block of 8 rows of one vector
+    assert found["pair_sums"] >= 5  # a tile of 5 rows
