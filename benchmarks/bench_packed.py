@@ -63,6 +63,7 @@ a part of the grid.
 import argparse
 import copy
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -195,18 +196,9 @@ IMAGE_NETS = {
 }
 
 
-def images(batches, repeats, nets=None, threads=(1,)):
-    """One row per image net, thread count and batch: torch eval against the
-    packed net, both on the same number of threads."""
-    print_machine()
-    print(f"# torch {torch.__version__}")
-    rng = np.random.default_rng(0)
-    X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
-    print(
-        "| net | threads | batch | torch (ms) | packed (ms) | speed-up "
-        "| layers one by one (ms) | speed-up |"
-    )
-    print("|---" * 8 + "|")
+def image_nets(nets, X):
+    """``(name, torch module in eval mode, PackedNet)`` of each image net in
+    `nets` (all if empty), untrained (seeded), for inputs shaped as `X`."""
     for arch, params in IMAGE_NETS.items():
         if nets and arch not in nets:
             continue
@@ -218,8 +210,56 @@ def images(batches, repeats, nets=None, threads=(1,)):
         ).initialize_for(
             X[0].size, classes=list(range(N_CLASSES)), input_shape=X.shape[1:]
         )
-        module = est.module_.eval()
-        packed = pack(est).net_
+        yield arch, est.module_.eval(), pack(est).net_
+
+
+def table_head(columns):
+    """Print the head of a markdown table of `columns`."""
+    print("| " + " | ".join(columns) + " |")
+    print("|---" * len(columns) + "|")
+
+
+def image_steps(batches, repeats, nets=None):
+    """Per image net and batch, the time of each step of the packed forward
+    (a layer, or a chain of layers run in one pass), one thread, best of
+    `repeats`: where the time goes, the op's Python call included."""
+    print_machine()
+    rng = np.random.default_rng(0)
+    X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
+    table_head(["net", "batch", "step", "op", "ms", "share"])
+    for arch, _, packed in image_nets(nets, X):
+        for batch in batches:
+            xf = X[:batch].reshape(batch, -1)
+            packed.forward(xf)  # compiled, buffers made
+            best = {}
+            for _ in range(repeats):
+                env = {"input": xf}
+                for step in packed._fused_steps:
+                    layer = step[0]
+                    t0 = time.perf_counter()
+                    env[layer["output"]] = packed._run_step(step, env, batch, 1)
+                    took = time.perf_counter() - t0
+                    key = (layer["output"], layer["op"])
+                    best[key] = min(best.get(key, np.inf), took)
+            total = sum(best.values())
+            for (name, op), took in best.items():
+                print(
+                    f"| {arch} | {batch} | {name} | {op} | {took * 1e3:.3f} "
+                    f"| {took / total:.1%} |"
+                )
+            print(f"| {arch} | {batch} | all steps | | {total * 1e3:.3f} | |")
+
+
+def images(batches, repeats, nets=None, threads=(1,)):
+    """One row per image net, thread count and batch: torch eval against the
+    packed net, both on the same number of threads."""
+    print_machine()
+    print(f"# torch {torch.__version__}")
+    rng = np.random.default_rng(0)
+    X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
+    speeds = ["torch (ms)", "packed (ms)", "speed-up", "layers one by one (ms)"]
+    table_head(["net", "threads", "batch", *speeds, "speed-up"])
+    for arch, module, packed in image_nets(nets, X):
         for n_threads in threads:
             torch.set_num_threads(n_threads)
             for batch in batches:
@@ -354,6 +394,11 @@ def main():
     )
     parser.add_argument("--images", action="store_true", help="the image nets")
     parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="with --images: the time of each step of the packed nets (1 thread)",
+    )
+    parser.add_argument(
         "--summary",
         action="store_true",
         help="packed_summary on small nets trained on the digits",
@@ -375,6 +420,9 @@ def main():
         unknown = set(args.nets or ()) - set(IMAGE_NETS)
         if unknown:
             parser.error(f"unknown image nets {sorted(unknown)}")
+        if args.steps:
+            image_steps(args.batches or [1, 64], args.repeats or 7, args.nets)
+            return
         images(
             args.batches or [1, 64], args.repeats or 5, args.nets, args.threads or [1]
         )

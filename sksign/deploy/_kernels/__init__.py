@@ -22,12 +22,11 @@ from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import (
-    FLOAT_LANES,
     sum_conv,
     sum_conv_step,
     table_sums,
 )
-from sksign.deploy._kernels._vectors import LANES, padded_width
+from sksign.deploy._kernels._vectors import FLOAT_LANES, LANES, padded_width
 from sksign.deploy._kernels._xnor import sign_products, xnor_affine, xnor_kernel
 
 __all__ = [

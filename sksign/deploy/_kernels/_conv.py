@@ -21,6 +21,7 @@ import numpy as np
 from numba import literal_unroll, literally, njit
 
 from sksign.deploy._kernels._vectors import (
+    FLOAT_LANES,
     LANES,
     UNROLL_FLOATS,
     rows_at_once,
@@ -250,7 +251,7 @@ def _float_rows(x, flat, g, acc, org, nb, width, n_vec):
     k, channels = g[3], g[2]
     chunk = n_vec * LANES
     span = k * channels  # the inputs of a row of the patch
-    group = rows_at_once(n_vec)
+    group = rows_at_once(n_vec, FLOAT_LANES)
     dsts = np.empty(group, np.int64)
     starts = np.empty(group, np.int64)
     for ky in range(k):

@@ -35,36 +35,30 @@ from sksign.deploy._kernels._conv import (
     tap_offset,
 )
 from sksign.deploy._kernels._vectors import (
+    FLOAT_LANES,
     LANES,
     UNROLL_FLOATS,
     add_vectors,
-    table_rows_at_once,
+    rows_at_once,
     table_sums_block,
 )
-from sksign.kernels import popcount64, target_has
+from sksign.kernels import popcount64
 
-__all__ = ["FLOAT_LANES", "sum_conv", "sum_conv_step", "table_sums"]
+__all__ = ["sum_conv", "sum_conv_step", "table_sums"]
 
 
 #: Bytes of table slices a pass over the rows of a block reads (they stay in
 #: L1 while every row of the block reads them).
 TABLE_PASS_BYTES = 32768
 
-#: Floats of one vector of :func:`table_sums_block` where the CPU has AVX-512
-#: (and the rows come in whole such vectors), else 8.
-FLOAT_LANES = 16 if target_has("avx512f") else 8
-
 
 def table_sums():
     """How the real-weights convolutions on bit maps add their table rows here."""
-    if FLOAT_LANES == 16:
-        return (
-            "table rows in vectors of 16 floats (AVX-512), blocks of rows "
-            "summed in registers, before a step too"
-        )
+    vectors = "16 floats (AVX-512)" if FLOAT_LANES == 16 else "8 floats"
+    channels = 128 if FLOAT_LANES == 16 else 64
     return (
-        "table rows in vectors of 8 floats, blocks of rows summed in "
-        "registers (before a step, from 64 channels: vpmaddwd where the CPU has AVX2)"
+        f"table rows in vectors of {vectors}, blocks of rows summed in registers "
+        f"(before a step, from {channels} channels: vpmaddwd where the CPU has AVX2)"
     )
 
 
@@ -95,7 +89,7 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes):
     groups select their zero rows, which add nothing). Then, per pass over
     a run of terms (tap and group) whose table slices stay in L1,
     :func:`~sksign.deploy._kernels._vectors.table_sums_block` adds the rows
-    :func:`table_rows_at_once` at a time with their sums in registers
+    :func:`rows_at_once` at a time with their sums in registers
     (vectors of `lanes` floats where they divide a row; `n_vec` vectors of
     8 floats a row, literals). Each row adds its terms in the order ``(ky,
     kx)``, then group, whatever the block.
@@ -133,7 +127,7 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes):
                     patch[at + j] = x[o + j] if o >= 0 else np.uint64(0)
                 at += wpp
     per_pass = max(1, TABLE_PASS_BYTES // (4 * n_vals * width))
-    group = table_rows_at_once(n_vec, lanes)
+    group = rows_at_once(n_vec, lanes)
     n_terms = terms.shape[0]
     for t0 in range(0, n_terms, per_pass):
         t1 = min(n_terms, t0 + per_pass)

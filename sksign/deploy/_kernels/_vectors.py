@@ -20,9 +20,10 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.kernels import counted_loop
+from sksign.kernels import counted_loop, target_has
 
 __all__ = [
+    "FLOAT_LANES",
     "LANES",
     "UNROLL_FLOATS",
     "add_vectors",
@@ -30,13 +31,39 @@ __all__ = [
     "rows_at_once",
     "scaled_add_row_block",
     "scaled_add_rows",
-    "table_rows_at_once",
     "table_sums_block",
+    "vector_lanes",
 ]
 
-#: Floats of one vector add of :func:`add_vectors` (the output widths of the
+#: Floats of the narrowest vector add (the output widths of the
 #: real-weights kernels are padded to a multiple of it).
 LANES = 8
+
+#: Floats of the vectors the intrinsics add where a row's floats come in
+#: whole such vectors: 16 where the CPU has AVX-512, else 8 (LLVM would
+#: split 16 into two on AVX2; the sums are the same either way, lane by
+#: lane).
+FLOAT_LANES = 16 if target_has("avx512f") else 8
+
+#: Vectors of sums the register-block intrinsics hold (of the 16 of AVX2,
+#: the rest hold the weights and an input): eight chains of adds in flight
+#: hide the add's latency on two add ports.
+SUM_REGISTERS = 8
+
+
+@njit(cache=True, inline="always")
+def vector_lanes(n_vec, lanes):
+    """Floats of the vectors for rows of `n_vec` vectors of 8 floats:
+    `lanes` where they divide the row, else 8."""
+    return lanes if (8 * n_vec) % lanes == 0 else 8
+
+
+@njit(cache=True, inline="always")
+def rows_at_once(n_vec, lanes):
+    """Rows a register block adds at once (:func:`scaled_add_row_block`,
+    :func:`table_sums_block`) for rows of `n_vec` vectors of 8 floats in
+    vectors of up to `lanes` floats."""
+    return max(1, SUM_REGISTERS * vector_lanes(n_vec, lanes) // (8 * n_vec))
 
 
 #: Most floats added by one :func:`add_vectors`: an output width above it
@@ -72,11 +99,12 @@ def add_vectors(typingctx, dst, i, src, j, n_vec):
         and isinstance(j, types.Integer)
     ):
         return None
-    n_vectors = n_vec.literal_value
+    lanes = vector_lanes.py_func(n_vec.literal_value, FLOAT_LANES)
+    n_vectors = 8 * n_vec.literal_value // lanes
 
     def codegen(context, builder, signature, args):
-        vec = ir.VectorType(ir.FloatType(), LANES).as_pointer()
-        step = ir.Constant(ir.IntType(64), LANES)
+        vec = ir.VectorType(ir.FloatType(), lanes).as_pointer()
+        step = ir.Constant(ir.IntType(64), lanes)
         ptrs = []
         for arr, idx, arr_t, idx_t in (
             (args[0], args[1], signature.args[0], signature.args[1]),
@@ -96,7 +124,7 @@ def add_vectors(typingctx, dst, i, src, j, n_vec):
     return types.void(dst, i, src, j, n_vec), codegen
 
 
-def _sums_in_registers(builder, sums_at, n_vectors, n, terms):
+def _sums_in_registers(builder, sums_at, n_vectors, n, terms, lanes):
     """Emit ``sums += terms(t)`` for ``t = 0 .. n - 1``, the sums in registers.
 
     `sums_at(v)` is the pointer of the v-th vector of sums (loaded before the
@@ -104,7 +132,7 @@ def _sums_in_registers(builder, sums_at, n_vectors, n, terms):
     step `t` (an i64 value). The adds go in the order of `t`, each rounded.
     """
     i64 = ir.IntType(64)
-    vec = ir.VectorType(ir.FloatType(), LANES)
+    vec = ir.VectorType(ir.FloatType(), lanes)
     ptrs = [sums_at(v) for v in range(n_vectors)]
     start = [builder.load(p, align=4) for p in ptrs]
     entry = builder.block
@@ -136,17 +164,17 @@ def _sums_in_registers(builder, sums_at, n_vectors, n, terms):
         builder.store(final[v], ptrs[v], align=4)
 
 
-def _vector_at(builder, base, index, v):
-    """Pointer of the v-th vector of floats from ``base[index]``."""
-    offset = builder.add(index, ir.Constant(ir.IntType(64), LANES * v))
-    vec = ir.VectorType(ir.FloatType(), LANES)
+def _vector_at(builder, base, index, v, lanes):
+    """Pointer of the v-th vector of `lanes` floats from ``base[index]``."""
+    offset = builder.add(index, ir.Constant(ir.IntType(64), lanes * v))
+    vec = ir.VectorType(ir.FloatType(), lanes)
     return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
 
 
-def _broadcast(builder, base, index):
-    """A vector of :data:`LANES` copies of the float ``base[index]``."""
-    vec = ir.VectorType(ir.FloatType(), LANES)
-    every_lane = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+def _broadcast(builder, base, index, lanes):
+    """A vector of `lanes` copies of the float ``base[index]``."""
+    vec = ir.VectorType(ir.FloatType(), lanes)
+    every_lane = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
     a = builder.load(builder.gep(base, [index]), align=4)
     a = builder.insert_element(ir.Constant(vec, ir.Undefined), a, ir.IntType(32)(0))
     return builder.shuffle_vector(a, ir.Constant(vec, ir.Undefined), every_lane)
@@ -168,7 +196,8 @@ def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
     """
     if not (isinstance(n_vec, types.IntegerLiteral) and _float32_arrays(dst, xs, src)):
         return None
-    n_vectors = n_vec.literal_value
+    lanes = vector_lanes.py_func(n_vec.literal_value, FLOAT_LANES)
+    n_vectors = 8 * n_vec.literal_value // lanes
 
     def codegen(context, builder, sig, args):
         out, x, rows = (
@@ -181,38 +210,27 @@ def scaled_add_rows(typingctx, dst, i, xs, j, src, k, n, stride, n_vec):
         )
 
         def terms(t):
-            a = _broadcast(builder, x, builder.add(j, t))
+            a = _broadcast(builder, x, builder.add(j, t), lanes)
             row = builder.add(k, builder.mul(t, stride))
             return [
                 builder.fmul(
-                    a, builder.load(_vector_at(builder, rows, row, v), align=4)
+                    a, builder.load(_vector_at(builder, rows, row, v, lanes), align=4)
                 )
                 for v in range(n_vectors)
             ]
 
         def sums_at(v):
-            return _vector_at(builder, out, at, v)
+            return _vector_at(builder, out, at, v, lanes)
 
-        _sums_in_registers(builder, sums_at, n_vectors, n, terms)
+        _sums_in_registers(builder, sums_at, n_vectors, n, terms, lanes)
         return context.get_dummy_value()
 
     return types.void(dst, i, xs, j, src, k, n, stride, n_vec), codegen
 
 
-#: Vectors of sums :func:`scaled_add_row_block` holds in registers (of the
-#: 16 of AVX2, the rest hold the weights and an input).
-SUM_REGISTERS = 8
-
-
-@njit(cache=True, inline="always")
-def rows_at_once(n_vec):
-    """Rows :func:`scaled_add_row_block` adds at once for `n_vec` vectors."""
-    return max(1, SUM_REGISTERS // n_vec)
-
-
 @intrinsic(prefer_literal=True)
 def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec):
-    """:func:`scaled_add_rows` for :func:`rows_at_once` ``(n_vec)`` rows at once.
+    """:func:`scaled_add_rows` for :func:`rows_at_once` ``(n_vec, FLOAT_LANES)`` rows.
 
     Row ``r`` adds into ``dst.flat[dsts[r]:]`` its inputs from
     ``xs.flat[js[r]:]``, all rows scaling the same weight rows (`src`, `k`,
@@ -229,8 +247,9 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
         )
     ):
         return None
-    n_vectors = n_vec.literal_value
-    n_rows = rows_at_once(n_vectors)
+    lanes = vector_lanes.py_func(n_vec.literal_value, FLOAT_LANES)
+    n_vectors = 8 * n_vec.literal_value // lanes
+    n_rows = rows_at_once.py_func(n_vec.literal_value, FLOAT_LANES)
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
@@ -254,44 +273,24 @@ def scaled_add_row_block(typingctx, dst, dsts, xs, js, src, k, n, stride, n_vec)
         def terms(t):
             row = builder.add(k, builder.mul(t, stride))
             weights = [
-                builder.load(_vector_at(builder, rows, row, v), align=4)
+                builder.load(_vector_at(builder, rows, row, v, lanes), align=4)
                 for v in range(n_vectors)
             ]
             products = []
             for r in range(n_rows):
-                a = _broadcast(builder, x, builder.add(j[r], t))
+                a = _broadcast(builder, x, builder.add(j[r], t), lanes)
                 products += [builder.fmul(a, w) for w in weights]
             return products
 
         def sums_at(s):
             r, v = divmod(s, n_vectors)
-            return _vector_at(builder, out, at[r], v)
+            return _vector_at(builder, out, at[r], v, lanes)
 
-        _sums_in_registers(builder, sums_at, n_rows * n_vectors, n, terms)
+        _sums_in_registers(builder, sums_at, n_rows * n_vectors, n, terms, lanes)
         return context.get_dummy_value()
 
     sig = types.void(dst, dsts, xs, js, src, k, n, stride, n_vec)
     return sig, codegen
-
-
-#: Vector registers of sums :func:`table_sums_block` holds (counted in
-#: vectors of its `lanes`): eight chains of adds in flight hide the add's
-#: latency on two add ports.
-TABLE_SUM_REGISTERS = 8
-
-
-@njit(cache=True, inline="always")
-def vector_lanes(n_vec, lanes):
-    """Floats of the vectors of :func:`table_sums_block` for rows of `n_vec`
-    vectors of 8 floats: `lanes` where they divide the row, else 8."""
-    return lanes if (8 * n_vec) % lanes == 0 else 8
-
-
-@njit(cache=True, inline="always")
-def table_rows_at_once(n_vec, lanes):
-    """Rows :func:`table_sums_block` adds at once (unless told one) for rows
-    of `n_vec` vectors of 8 floats and vectors of up to `lanes` floats."""
-    return max(1, TABLE_SUM_REGISTERS * vector_lanes(n_vec, lanes) // (8 * n_vec))
 
 
 @intrinsic(prefer_literal=True)
@@ -301,7 +300,7 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
     `arrays` is ``(acc, dsts, words, bases, table, terms)`` and `at` the
     integers ``(b0, col, t0, t1, c)``.
 
-    The rows are ``n_rows = 1`` if `one_row`, else :func:`table_rows_at_once`
+    The rows are ``n_rows = 1`` if `one_row`, else :func:`rows_at_once`
     ``(n_vec, lanes)``; the sums of a row are ``8 n_vec`` floats, in ``n =
     8 n_vec / L`` vectors of ``L = vector_lanes(n_vec, lanes)`` floats. For
     ``r < n_rows`` the sums are ``acc.flat[dsts[b0 + r] + c :][: 8 n_vec]``
@@ -343,7 +342,7 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
     rows = (
         1
         if one_row.literal_value
-        else table_rows_at_once.py_func(n_vec.literal_value, n_lanes)
+        else rows_at_once.py_func(n_vec.literal_value, n_lanes)
     )
 
     def codegen(context, builder, sig, args):

@@ -4,13 +4,11 @@ Exact as :mod:`sksign.deploy._ops.bit_dense_step`: the float32 sums of
 :mod:`sksign.deploy._ops.bit_conv2d` (by tables or by weight rows,
 :func:`sksign.deploy._kernels.sum_conv_step`) decide the bit where they are
 far enough from the threshold, float64 sums elsewhere; the output is
-``pixel_bits`` again. Where the CPU has AVX2 but not AVX-512, a layer of
-:data:`PAIRS_MIN_CHANNELS` output channels or more multiplies its patches'
-bits by its 16-bit weights with ``vpmaddwd`` instead, exactly in int32, and
-certifies the step from those sums
-(:mod:`sksign.deploy._kernels._madd`); the bits are the same. With AVX-512
-the tables add 16 floats a vector, sums in registers, and beat the
-products at every width measured.
+``pixel_bits`` again. Where the CPU has AVX2, a layer of
+:data:`PAIRS_MIN_CHANNELS` output channels or more (64, or 128 with
+AVX-512) multiplies its patches' bits by its 16-bit weights with
+``vpmaddwd`` instead, exactly in int32, and certifies the step from those
+sums (:mod:`sksign.deploy._kernels._madd`); the bits are the same.
 """
 
 # Authors: The sksign developers
@@ -27,13 +25,14 @@ from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops._common import SumConv, quantise, run_rows, step_by_pairs
 
 #: Output channels from which the step goes by the vpmaddwd products (where
-#: the CPU has AVX2 and no AVX-512): narrower layers sum faster by their
-#: tables (measured on an AMD EPYC, Zen 3: WRN-10-2 and the step ResNet-18
-#: at batch 1, 7-10% faster whole; from 32 channels on, slower at batch
-#: 64). With AVX-512 (16 floats a vector) the tables go 1-2.5x faster than
-#: the products at 64 and 128 channels (step ResNet-18 at batch 64, Intel
-#: Xeon): never.
-PAIRS_MIN_CHANNELS = 64 if FLOAT_LANES == 8 else None
+#: the CPU has AVX2): narrower layers sum faster by their tables (measured
+#: on an AMD EPYC, Zen 3: WRN-10-2 and the step ResNet-18 at batch 1, 7-10%
+#: faster whole; from 32 channels on, slower at batch 64). With AVX-512
+#: (tables added 16 floats a vector, products in 512-bit vectors; step
+#: ResNet-18 on an Intel Xeon) the tables win at 64 channels (2.9 -> 1.4 ms
+#: and 4.7 -> 2.2 ms at batch 64, even at batch 1) and the products at 128
+#: (1.3 -> 1.1 ms and 2.9 -> 2.2 ms at batch 64, 20% at batch 1).
+PAIRS_MIN_CHANNELS = 64 if FLOAT_LANES == 8 else 128
 
 
 def prepare(layer, ctx):
@@ -50,8 +49,7 @@ def prepare(layer, ctx):
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = empty((rows, -(-oc // 64)), np.uint64)
-        by_pairs = PAIRS_MIN_CHANNELS is not None and oc >= PAIRS_MIN_CHANNELS
-        if pairs[4] is not None and by_pairs:
+        if pairs[4] is not None and oc >= PAIRS_MIN_CHANNELS:
             _, scale, _, rows_w, w32 = pairs
             args = (xs[0].reshape(-1), g, attrs["shape"][0], w32, scale, threshold)
             step_by_pairs(args, rows_w, out, n_threads)
