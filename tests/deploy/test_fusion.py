@@ -211,12 +211,13 @@ def test_conv_epilogues_equal_the_ops_they_take_over(affine, add, float_maps):
     np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.parametrize("channels", [1, 7, 63, 64, 65, 130])
+@pytest.mark.parametrize("channels", [1, 7, 16, 32, 63, 64, 65, 130])
 def test_pack_affine_ge_is_the_step_of_the_affine_map(channels):
     """Check the fused affine map and step against affine_rows, then pack_ge."""
     rng = np.random.default_rng(channels)
     z = rng.standard_normal((9, channels)).astype(np.float32)
     z[0, 0] = np.nan  # never fires
+    z[1, -1] = -0.0  # 0 * scale + 0: fires
     scale = rng.uniform(-2, 2, channels).astype(np.float32)
     scale[-1] = 0.0  # the shift alone decides: ties at 0 fire
     shift = rng.standard_normal(channels).astype(np.float32)

@@ -21,7 +21,9 @@ depend on the split.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from sksign.kernels import popcount64
 
@@ -96,6 +98,55 @@ def pack_ge(z, threshold, out, r0, r1):
             out[i, w] = word
 
 
+#: Units :func:`_affine_step_bits` steps in one vector.
+STEP_GROUP = 16
+
+
+@intrinsic
+def _affine_step_bits(typingctx, z, zi, scale, shift, c):
+    """The 16 bits ``z.flat[zi + j] * scale[c + j] + shift[c + j] >= 0`` in
+    the unit layout of this module (unit ``j`` at bit ``8 (j // 8) + 7 - j %
+    8``), as a uint64: one vector product, sum (each rounded to float32, no
+    fused multiply-add) and compare, the lanes ordered by a shuffle so that
+    the compare's mask is the two bytes. float32 C-contiguous arrays,
+    indices in range (not checked)."""
+    if not all(
+        isinstance(a, types.Array) and a.dtype == types.float32
+        for a in (z, scale, shift)
+    ):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.FloatType(), STEP_GROUP)
+        i32 = ir.IntType(32)
+        z_data, scale_data, shift_data = (
+            context.make_array(sig.args[p])(context, builder, args[p]).data
+            for p in (0, 2, 3)
+        )
+        zi, c = (
+            context.cast(builder, args[p], sig.args[p], types.int64) for p in (1, 4)
+        )
+        # lane L takes unit 8 (L // 8) + 7 - L % 8: mask bit L is its bit
+        order = ir.Constant(
+            ir.VectorType(i32, STEP_GROUP),
+            [8 * (lane // 8) + 7 - lane % 8 for lane in range(STEP_GROUP)],
+        )
+
+        def load(data, at):
+            p = builder.bitcast(builder.gep(data, [at]), vec.as_pointer())
+            v = builder.load(p, align=4)
+            return builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), order)
+
+        v = builder.fadd(
+            builder.fmul(load(z_data, zi), load(scale_data, c)), load(shift_data, c)
+        )
+        fired = builder.fcmp_ordered(">=", v, ir.Constant(vec, [0.0] * STEP_GROUP))
+        bits = builder.bitcast(fired, ir.IntType(STEP_GROUP))
+        return builder.zext(bits, ir.IntType(64))
+
+    return types.uint64(z, zi, scale, shift, c), codegen
+
+
 @njit(cache=True, nogil=True, fastmath=False)
 def pack_affine_ge(z, scale, shift, out, r0, r1):
     """``out[i]`` = the packed bits ``z[i] * scale + shift >= 0``, rows ``r0:r1``.
@@ -103,7 +154,9 @@ def pack_affine_ge(z, scale, shift, out, r0, r1):
     A per-unit affine map (a product, then a sum, each rounded to float32,
     as :func:`~sksign.deploy._kernels.affine_rows` computes it) and the step
     of :func:`pack_ge` in one pass: the bits of a ``channel_affine``
-    followed by a step, without the affine map's float output.
+    followed by a step, without the affine map's float output. Sixteen
+    units at a time in vectors (:func:`_affine_step_bits`), the rest one by
+    one.
 
     Parameters
     ----------
@@ -115,11 +168,18 @@ def pack_affine_ge(z, scale, shift, out, r0, r1):
         Row range.
     """
     n_units = z.shape[1]
+    flat = z.reshape(-1)
+    whole = n_units // STEP_GROUP * STEP_GROUP  # units stepped 16 at a time
     for i in range(r0, r1):
         for w in range(out.shape[1]):
             word = np.uint64(0)
             base = 64 * w
-            for j in range(min(64, n_units - base)):
+            for g in range(0, min(64, whole - base), STEP_GROUP):
+                bits = _affine_step_bits(
+                    flat, i * n_units + base + g, scale, shift, base + g
+                )
+                word |= bits << np.uint64(g)
+            for j in range(max(0, min(64, whole - base)), min(64, n_units - base)):
                 u = base + j
                 v = z[i, u] * scale[u] + shift[u]
                 word |= np.uint64(v >= 0) * word_bit(j)
