@@ -222,7 +222,7 @@ def test_table_sums_add_in_their_order_bit_for_bit(
     rows inside the maps read in place and border rows gathered, blocks of
     rows and single rows, outputs over several chunks."""
     from sksign.deploy._kernels._conv import block_buffers, origins
-    from sksign.deploy._kernels._sums import _table_sums
+    from sksign.deploy._kernels._sums import _table_sums, _table_terms
 
     rng = np.random.default_rng(c * 13 + oc + bits)
     _, words = _maps(rng, n, c, size)
@@ -234,11 +234,12 @@ def test_table_sums_add_in_their_order_bit_for_bit(
     width = table.shape[3]
     n_vec = min(width, 64) // 8
     block, acc, _, org = block_buffers(width)
+    terms = _table_terms(nib_word, nib_shift, table.shape[2], g)
     for b0 in range(0, rows, block):
         nb = min(block, rows - b0)
         acc[:] = 0
         origins(b0, nb, g, org)
-        _table_sums(words, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes)
+        _table_sums(words, table, terms, g, acc, org, nb, n_vec, lanes)
         ref = _table_order_sums(
             words, table, nib_word, nib_shift, g, range(b0, b0 + nb)
         )

@@ -19,6 +19,7 @@ from sksign.deploy._kernels._bits import (
     unpack_words,
 )
 from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import (
@@ -32,6 +33,7 @@ from sksign.deploy._kernels._xnor import sign_products, xnor_affine, xnor_kernel
 __all__ = [
     "FLOAT_LANES",
     "LANES",
+    "PAIRS_MIN_CHANNELS",
     "affine_rows",
     "bit_accumulate",
     "count_bits",

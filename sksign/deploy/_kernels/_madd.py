@@ -40,6 +40,7 @@ __all__ = [
     "BLOCK_OUTPUTS",
     "BLOCK_ROWS",
     "MAX_INPUTS",
+    "PAIRS_MIN_CHANNELS",
     "conv_step_by_pairs",
     "pair_bits",
     "pair_sums",
@@ -57,6 +58,17 @@ BLOCK_OUTPUTS = 16
 PATCH_BLOCK = 64
 #: Most inputs whose int16 weights (|q| <= 32767) sum exactly in int32.
 MAX_INPUTS = 65536
+
+#: Output channels from which a conv step goes by these products
+#: (``bit_conv2d_step``, where the CPU has AVX2): narrower layers sum
+#: faster by their tables (measured on an AMD EPYC, Zen 3: WRN-10-2 and the
+#: step ResNet-18 at batch 1, 7-10% faster whole; from 32 channels on,
+#: slower at batch 64). With AVX-512 (tables added 16 floats a vector,
+#: products in 512-bit vectors; step ResNet-18 on an Intel Xeon) the tables
+#: win at 64 channels (2.9 -> 1.4 ms and 4.7 -> 2.2 ms at batch 64, even at
+#: batch 1) and the products at 128 (1.3 -> 1.1 ms and 2.9 -> 2.2 ms at
+#: batch 64, 20% at batch 1).
+PAIRS_MIN_CHANNELS = 128 if target_has("avx512f") else 64
 
 #: int32 sums of a ``vpmaddwd``: 16 where the CPU has AVX-512 BW (a block of
 #: outputs in one 512-bit vector a row: half the instructions, and 10% off

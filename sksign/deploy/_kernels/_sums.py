@@ -34,6 +34,7 @@ from sksign.deploy._kernels._conv import (
     origins,
     tap_offset,
 )
+from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
 from sksign.deploy._kernels._vectors import (
     FLOAT_LANES,
     LANES,
@@ -55,10 +56,10 @@ TABLE_PASS_BYTES = 32768
 def table_sums():
     """How the real-weights convolutions on bit maps add their table rows here."""
     vectors = "16 floats (AVX-512)" if FLOAT_LANES == 16 else "8 floats"
-    channels = 128 if FLOAT_LANES == 16 else 64
     return (
         f"table rows in vectors of {vectors}, blocks of rows summed in registers "
-        f"(before a step, from {channels} channels: vpmaddwd where the CPU has AVX2)"
+        f"(before a step, from {PAIRS_MIN_CHANNELS} channels: vpmaddwd where the "
+        "CPU has AVX2)"
     )
 
 
@@ -81,7 +82,7 @@ def _table_terms(nib_word, nib_shift, n_vals, g):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes):
+def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
     """``acc[r]`` += the sum of the table rows of the groups of block row r.
 
     A row whose patch lies inside the maps reads its words in place; the
@@ -100,7 +101,6 @@ def _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes):
     k, wpp = g[3], g[2]
     n_vals, width = table.shape[2], table.shape[3]
     rows = table.reshape(-1, width)
-    terms = _table_terms(nib_word, nib_shift, n_vals, g)
     n_words = k * k * wpp
     patch = np.empty(nb * n_words, np.uint64)
     # rows inside the maps first, then those gathered: their first word in
@@ -181,21 +181,22 @@ def _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec):
 def _block_sums(block, acc, offs, org, nb, n_vec):
     """:func:`_table_sums` or :func:`_row_sums`, `n_vec` a literal.
 
-    `block` is ``(x, table, nib_word, nib_shift, weights, by_table, g)``.
+    `block` is ``(x, table, terms, weights, by_table, g)``.
     """
     literally(n_vec)
-    x, table, nib_word, nib_shift, weights, by_table, g = block
+    x, table, terms, weights, by_table, g = block
     if by_table:
-        lanes = FLOAT_LANES
-        _table_sums(x, table, nib_word, nib_shift, g, acc, org, nb, n_vec, lanes)
+        _table_sums(x, table, terms, g, acc, org, nb, n_vec, FLOAT_LANES)
     else:
         channels = weights.shape[0] // (g[3] * g[3])
         _row_sums(x, weights, channels, g, acc, offs, org, nb, n_vec)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b0, nb):
+def _sums(x, table, terms, weights, by_table, g, acc, offs, org, b0, nb):
     """The float32 sums of the block of `nb` rows from ``b0`` into `acc` (flat).
+
+    `terms` is :func:`_table_terms` of the layer (made once per call).
 
     The width of the rows (padded by
     :func:`~sksign.deploy._kernels._vectors.padded_width`) picks the vectors
@@ -208,7 +209,7 @@ def _sums(x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org, b
     n_vec = min(width, UNROLL_FLOATS) // LANES
     for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
         if count == n_vec:
-            block = (x, table, nib_word, nib_shift, weights, by_table, g)
+            block = (x, table, terms, weights, by_table, g)
             _block_sums(block, acc, offs, org, nb, count)
 
 
@@ -263,9 +264,10 @@ def sum_conv(
     """
     width = weights.shape[1]
     block, acc, offs, org = block_buffers(width)
+    terms = _table_terms(nib_word, nib_shift, table.shape[2], g)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
-        args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
+        args = (x, table, terms, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
         epilogue_rows(acc, width, bias, scale, shift, residual, b0, nb, out)
 
@@ -336,6 +338,7 @@ def sum_conv_step(
     n_out, width = threshold.shape[0], weights.shape[1]
     channels = w_rows.shape[1] // (g[3] * g[3])
     block, acc, offs, org = block_buffers(width)
+    terms = _table_terms(nib_word, nib_shift, table.shape[2], g)
     # per output: its threshold in float64 and its bit in the word
     t64 = np.empty(n_out, np.float64)
     shift = np.empty(n_out, np.uint64)
@@ -345,7 +348,7 @@ def sum_conv_step(
     units = np.empty(w_rows.shape[1], np.int64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
-        args = (x, table, nib_word, nib_shift, weights, by_table, g, acc, offs, org)
+        args = (x, table, terms, weights, by_table, g, acc, offs, org)
         _sums(*args, b0, nb)
         for r in range(nb):
             row, at = b0 + r, r * width

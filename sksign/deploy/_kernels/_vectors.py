@@ -127,41 +127,20 @@ def add_vectors(typingctx, dst, i, src, j, n_vec):
 def _sums_in_registers(builder, sums_at, n_vectors, n, terms, lanes):
     """Emit ``sums += terms(t)`` for ``t = 0 .. n - 1``, the sums in registers.
 
-    `sums_at(v)` is the pointer of the v-th vector of sums (loaded before the
-    loop, stored after it); `terms(t)` emits the `n_vectors` vectors added at
-    step `t` (an i64 value). The adds go in the order of `t`, each rounded.
+    `sums_at(v)` is the pointer of the v-th vector of `lanes` floats of sums
+    (loaded before the loop, stored after it); `terms(t)` emits the
+    `n_vectors` vectors added at step `t` (an i64 value). The adds go in the
+    order of `t`, each rounded.
     """
-    i64 = ir.IntType(64)
-    vec = ir.VectorType(ir.FloatType(), lanes)
     ptrs = [sums_at(v) for v in range(n_vectors)]
     start = [builder.load(p, align=4) for p in ptrs]
-    entry = builder.block
-    loop = builder.append_basic_block("sums_loop")
-    done = builder.append_basic_block("sums_done")
-    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
-    builder.position_at_end(loop)
-    t = builder.phi(i64)
-    t.add_incoming(ir.Constant(i64, 0), entry)
-    sums = []
-    for v in range(n_vectors):
-        phi = builder.phi(vec)
-        phi.add_incoming(start[v], entry)
-        sums.append(phi)
-    new = [builder.fadd(sums[v], term) for v, term in enumerate(terms(t))]
-    t_next = builder.add(t, ir.Constant(i64, 1))
-    t.add_incoming(t_next, loop)
-    for v in range(n_vectors):
-        sums[v].add_incoming(new[v], loop)
-    builder.cbranch(builder.icmp_signed("<", t_next, n), loop, done)
-    builder.position_at_end(done)
-    final = []
-    for v in range(n_vectors):  # the phis first, then the stores
-        phi = builder.phi(vec)
-        phi.add_incoming(start[v], entry)
-        phi.add_incoming(new[v], loop)
-        final.append(phi)
-    for v in range(n_vectors):
-        builder.store(final[v], ptrs[v], align=4)
+
+    def add(t, sums):
+        return [builder.fadd(s, term) for s, term in zip(sums, terms(t), strict=True)]
+
+    final = counted_loop(builder, n, start, add, "sums")
+    for p, value in zip(ptrs, final, strict=True):
+        builder.store(value, p, align=4)
 
 
 def _vector_at(builder, base, index, v, lanes):
@@ -347,7 +326,6 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
-        vec = ir.VectorType(ir.FloatType(), n_lanes)
         structs = [
             context.make_array(kind)(context, builder, value)
             for kind, value in zip(
@@ -369,24 +347,17 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
         def load_at(base, index):
             return builder.load(builder.gep(base, [index]))
 
-        def vector_at(base, index, v):
-            at = builder.add(index, const(n_lanes * v))
-            return builder.bitcast(builder.gep(base, [at]), vec.as_pointer())
-
-        sum_ptrs = [
-            vector_at(
-                out, builder.add(load_at(row_dst, builder.add(b0, const(r))), c), v
-            )
+        row_sums = [
+            builder.add(load_at(row_dst, builder.add(b0, const(r))), c)
             for r in range(rows)
-            for v in range(n_vectors)
         ]
-        start = [builder.load(p, align=4) for p in sum_ptrs]
         n_vals = load_at(term_data, const(3))
         mask = builder.sub(n_vals, const(1))
         slice_floats = builder.mul(n_vals, width)
         row_bases = [load_at(row_at, builder.add(b0, const(r))) for r in range(rows)]
 
-        def add_term(k, sums):
+        def add_term(k):
+            """The table rows the rows' words select at term ``first + k``."""
             t = builder.add(first, k)
             at = builder.mul(t, const(4))
             offset = load_at(term_data, builder.add(at, col))
@@ -397,15 +368,22 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
                 word = load_at(x, builder.add(row_bases[r], offset))
                 val = builder.and_(builder.lshr(word, shift), mask)
                 row = builder.add(base, builder.mul(val, width))
-                for v in range(n_vectors):
-                    term = builder.load(vector_at(rows_data, row, v), align=4)
-                    new.append(builder.fadd(sums[r * n_vectors + v], term))
+                new += [
+                    builder.load(
+                        _vector_at(builder, rows_data, row, v, n_lanes), align=4
+                    )
+                    for v in range(n_vectors)
+                ]
             return new
 
+        def sums_at(s):
+            r, v = divmod(s, n_vectors)
+            return _vector_at(builder, out, row_sums[r], v, n_lanes)
+
         n_terms = builder.sub(last, first)
-        final = counted_loop(builder, n_terms, start, add_term, "table_sums")
-        for p, value in zip(sum_ptrs, final, strict=True):
-            builder.store(value, p, align=4)
+        _sums_in_registers(
+            builder, sums_at, rows * n_vectors, n_terms, add_term, n_lanes
+        )
         return context.get_dummy_value()
 
     sig = types.void(arrays, at, n_vec, lanes, one_row)

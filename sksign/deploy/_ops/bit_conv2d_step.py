@@ -5,10 +5,11 @@ Exact as :mod:`sksign.deploy._ops.bit_dense_step`: the float32 sums of
 :func:`sksign.deploy._kernels.sum_conv_step`) decide the bit where they are
 far enough from the threshold, float64 sums elsewhere; the output is
 ``pixel_bits`` again. Where the CPU has AVX2, a layer of
-:data:`PAIRS_MIN_CHANNELS` output channels or more (64, or 128 with
-AVX-512) multiplies its patches' bits by its 16-bit weights with
-``vpmaddwd`` instead, exactly in int32, and certifies the step from those
-sums (:mod:`sksign.deploy._kernels._madd`); the bits are the same.
+:data:`~sksign.deploy._kernels._madd.PAIRS_MIN_CHANNELS` output channels
+or more (64, or 128 with AVX-512) multiplies its patches' bits by its
+16-bit weights with ``vpmaddwd`` instead, exactly in int32, and certifies
+the step from those sums (:mod:`sksign.deploy._kernels._madd`); the bits
+are the same.
 """
 
 # Authors: The sksign developers
@@ -20,19 +21,9 @@ import numpy as np
 
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import FLOAT_LANES, sum_conv_step
+from sksign.deploy._kernels import PAIRS_MIN_CHANNELS, sum_conv_step
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops._common import SumConv, quantise, run_rows, step_by_pairs
-
-#: Output channels from which the step goes by the vpmaddwd products (where
-#: the CPU has AVX2): narrower layers sum faster by their tables (measured
-#: on an AMD EPYC, Zen 3: WRN-10-2 and the step ResNet-18 at batch 1, 7-10%
-#: faster whole; from 32 channels on, slower at batch 64). With AVX-512
-#: (tables added 16 floats a vector, products in 512-bit vectors; step
-#: ResNet-18 on an Intel Xeon) the tables win at 64 channels (2.9 -> 1.4 ms
-#: and 4.7 -> 2.2 ms at batch 64, even at batch 1) and the products at 128
-#: (1.3 -> 1.1 ms and 2.9 -> 2.2 ms at batch 64, 20% at batch 1).
-PAIRS_MIN_CHANNELS = 64 if FLOAT_LANES == 8 else 128
 
 
 def prepare(layer, ctx):
