@@ -76,7 +76,12 @@ from _machine import print_machine
 from _timing import best_of
 
 from sksign.deploy import pack
-from sksign.deploy._kernels import sign_products, xnor_affine, xnor_kernel
+from sksign.deploy._kernels import (
+    sign_products,
+    xnor_affine,
+    xnor_kernel,
+    xnor_weights,
+)
 from sksign.deploy._ops._common import run_rows_cols as _run_rows_cols
 from sksign.estimators import HTAFNetClassifier
 
@@ -369,15 +374,16 @@ def kernel(widths, batches, repeats):
         for batch in batches:
             x = rng.integers(0, 2**63, (batch, width // 64), dtype=np.uint64)
             out = np.empty((batch, width), np.float32)
-            args = (x, words, width, alpha, beta, out)
+            args = (x, xnor_weights(words), width, alpha, beta, out)
             runs = [
                 partial(_run_rows_cols, chosen, batch, width, n, *args) for n in (1, 2)
             ]
+            args = (x, words, width, alpha, beta, out)
             if other:
                 runs.append(
                     partial(_run_rows_cols, xnor_affine, batch, width, 1, *args)
                 )
-            times = [t for t, _ in best_of(runs, repeats)]
+            times = [t for t, _ in best_of(runs, repeats, warm=2)]
             one, two = times[:2]
             macs = batch * width * width
             print(

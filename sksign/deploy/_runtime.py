@@ -328,12 +328,13 @@ class PackedNet:
         return unpack_rows(words, self._widths[value])
 
     @property
-    def _words(self):
-        """Word-major weight words of the XNOR layers, by tensor name."""
+    def _xnor_words(self):
+        """The XNOR layers' weight words as ``xnor_kernel()`` reads them
+        (``xnor_weights``), by tensor name."""
         return {
             key: arr
             for (kind, key), arr in self._context.derived.items()
-            if kind == "words"
+            if kind == "xnor_words"
         }
 
 

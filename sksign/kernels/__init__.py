@@ -26,7 +26,11 @@ from sksign.kernels._pairwise import (
     packed_kneighbors,
 )
 from sksign.kernels._popcount import popcount64, popcount_instructions, target_has
-from sksign.kernels._vector_counts import vector_kernels, xor_count_block
+from sksign.kernels._vector_counts import (
+    vector_kernels,
+    xor_affine_block,
+    xor_count_block,
+)
 from sksign.kernels._words import (
     effective_n_threads,
     words_hamming_distances,
@@ -36,6 +40,7 @@ from sksign.kernels._words import (
 # The public names are declared in sksign/_public.py. The others imported
 # here (as_bits, check_n_bits, check_packed, auto_batch_size, counted_loop,
 # effective_n_threads, popcount64, splat, target_has, vector_kernels,
-# xor_count_block) are internal checkers and kernels: importable for sksign's
-# own modules (the k-NN estimators, sign geometry, deploy), not public.
+# xor_affine_block, xor_count_block) are internal checkers and kernels:
+# importable for sksign's own modules (the k-NN estimators, sign geometry,
+# deploy), not public.
 __all__ = public_names(__name__)

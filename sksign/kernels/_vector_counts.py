@@ -11,6 +11,9 @@ code, stored once at the end. It is the inner block of both the Hamming
 k-NN search (codes against a block of queries) and the packed nets' sign x
 sign layer (input rows against a block of output columns), the two
 :func:`vector_kernels` choose where the CPU has the vector popcount.
+:func:`xor_affine_block` is the same block with the sign layer's affine
+map applied to the counts in registers: the layer stores its outputs, never
+its counts.
 
 The IR is generic (``llvm.ctpop.v8i64``), so the kernels compile and give the
 same counts on any CPU; without VPOPCNTDQ, LLVM lowers the popcount to
@@ -46,6 +49,7 @@ __all__ = [
     "knn_counts_vectors",
     "pairwise_counts_vectors",
     "vector_kernels",
+    "xor_affine_block",
     "xor_count_block",
 ]
 
@@ -71,6 +75,62 @@ def vector_kernels():
     ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``).
     """
     return popcount_instructions().startswith("AVX-512")
+
+
+def _literal_block(rows, vectors):
+    """Whether `rows` and `vectors` are positive integer literals."""
+    return all(
+        isinstance(n, types.IntegerLiteral) and n.literal_value > 0
+        for n in (rows, vectors)
+    )
+
+
+def _vector_at(builder, ptr, index, vector_type):
+    """A pointer to the vector of `vector_type` at element `index` of `ptr`."""
+    return builder.bitcast(builder.gep(ptr, [index]), vector_type.as_pointer())
+
+
+def _running_counts(context, builder, x, x_row, wt, w_col, n_rows, n_vectors):
+    """Emit the loop over the words of the rows of `x` from `x_row` against
+    the ``8 n_vectors`` columns of `wt` from `w_col` (array structs, C order);
+    return the ``n_rows * n_vectors`` counts, row-major, as ``<8 x i64>``."""
+    i64 = ir.IntType(64)
+    vec = ir.VectorType(i64, LANES)
+    ctpop = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vec, [vec]), "llvm.ctpop.v8i64"
+    )
+    n_words = builder.extract_value(x.shape, 1)
+    w_stride = builder.extract_value(wt.shape, 1)
+
+    def add_word(w, sums):
+        """The counts of word `w` added to the running counts."""
+        w_at = builder.add(builder.mul(w, w_stride), w_col)
+        columns = [
+            builder.load(
+                _vector_at(
+                    builder,
+                    wt.data,
+                    builder.add(w_at, ir.Constant(i64, LANES * v)),
+                    vec,
+                ),
+                align=8,
+            )
+            for v in range(n_vectors)
+        ]
+        new = []
+        for r in range(n_rows):
+            x_at = builder.add(
+                builder.mul(builder.add(x_row, ir.Constant(i64, r)), n_words), w
+            )
+            word = builder.load(builder.gep(x.data, [x_at]), align=8)
+            broadcast = splat(builder, word, vec)
+            for v in range(n_vectors):
+                bits = builder.call(ctpop, [builder.xor(broadcast, columns[v])])
+                new.append(builder.add(sums[r * n_vectors + v], bits))
+        return new
+
+    initial = [ir.Constant(vec, [0] * LANES)] * (n_rows * n_vectors)
+    return counted_loop(builder, n_words, initial, add_word, "xor_count")
 
 
 @intrinsic(prefer_literal=True)
@@ -100,10 +160,7 @@ def xor_count_block(
     ):
         return None
     if not (
-        isinstance(rows, types.IntegerLiteral)
-        and isinstance(vectors, types.IntegerLiteral)
-        and rows.literal_value > 0
-        and vectors.literal_value > 0
+        _literal_block(rows, vectors)
         and all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays)
         and counts.dtype == types.int64
         and x.dtype == wt.dtype == types.uint64
@@ -114,62 +171,35 @@ def xor_count_block(
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
         vec = ir.VectorType(i64, LANES)
-        ctpop = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vec, [vec]), "llvm.ctpop.v8i64"
-        )
-        structs = {
-            pos: context.make_array(sig.args[pos])(context, builder, args[pos])
+        counts_s, x_s, wt_s = (
+            context.make_array(sig.args[pos])(context, builder, args[pos])
             for pos in (0, 2, 4)
-        }
-        data = {pos: s.data for pos, s in structs.items()}
-        c_stride, n_words, w_stride = (
-            builder.extract_value(structs[pos].shape, 1) for pos in (0, 2, 4)
         )
         c_row, x_row, w_col = (
             context.cast(builder, args[pos], sig.args[pos], types.int64)
             for pos in (1, 3, 5)
         )
-        zero = ir.Constant(vec, [0] * LANES)
-
-        def vector_at(ptr, index):
-            return builder.bitcast(builder.gep(ptr, [index]), vec.as_pointer())
-
-        def add_word(w, sums):
-            """The counts of word `w` added to the running counts."""
-            w_at = builder.add(builder.mul(w, w_stride), w_col)
-            columns = [
-                builder.load(
-                    vector_at(data[4], builder.add(w_at, ir.Constant(i64, LANES * v))),
-                    align=8,
-                )
-                for v in range(n_vectors)
-            ]
-            new = []
-            for r in range(n_rows):
-                x_at = builder.add(
-                    builder.mul(builder.add(x_row, ir.Constant(i64, r)), n_words), w
-                )
-                word = builder.load(builder.gep(data[2], [x_at]), align=8)
-                broadcast = splat(builder, word, vec)
-                for v in range(n_vectors):
-                    bits = builder.call(ctpop, [builder.xor(broadcast, columns[v])])
-                    new.append(builder.add(sums[r * n_vectors + v], bits))
-            return new
-
-        initial = [zero] * (n_rows * n_vectors)
-        totals = counted_loop(builder, n_words, initial, add_word, "xor_count")
+        totals = _running_counts(
+            context, builder, x_s, x_row, wt_s, w_col, n_rows, n_vectors
+        )
+        c_stride = builder.extract_value(counts_s.shape, 1)
         for r in range(n_rows):
             c_at = builder.mul(builder.add(c_row, ir.Constant(i64, r)), c_stride)
             for v in range(n_vectors):
                 at = builder.add(c_at, ir.Constant(i64, LANES * v))
                 builder.store(
-                    totals[r * n_vectors + v], vector_at(data[0], at), align=8
+                    totals[r * n_vectors + v],
+                    _vector_at(builder, counts_s.data, at, vec),
+                    align=8,
                 )
         mask = ir.Constant(i64, 0)
         if compare:
             kth_data = context.make_array(sig.args[8])(context, builder, args[8]).data
             kth = [
-                builder.load(vector_at(kth_data, ir.Constant(i64, LANES * v)), align=8)
+                builder.load(
+                    _vector_at(builder, kth_data, ir.Constant(i64, LANES * v), vec),
+                    align=8,
+                )
                 for v in range(n_vectors)
             ]
             no_lane = ir.Constant(ir.IntType(LANES), 0)
@@ -184,6 +214,115 @@ def xor_count_block(
         return mask
 
     sig = types.uint64(counts, c_row, x, x_row, wt, w_col, rows, vectors, worst)
+    return sig, codegen
+
+
+def _affine_kinds(out, alpha, beta):
+    """How :func:`xor_affine_block` scales: "float" (float32/64 `alpha`,
+    `beta`, `out`: in float64), "int" (int64 all three), else None."""
+    floats = (types.float32, types.float64)
+    if out.dtype in floats and alpha.dtype in floats and beta.dtype in floats:
+        return "float"
+    if out.dtype == alpha.dtype == beta.dtype == types.int64:
+        return "int"
+    return None
+
+
+@intrinsic(prefer_literal=True)
+def xor_affine_block(
+    typingctx, out, o_row, o_col, x, x_row, wt, w_col, n_bits, alpha, beta, rows,
+    vectors,
+):  # fmt: skip
+    """:func:`xor_count_block` with the sign layer's affine map on its counts.
+
+    ``out[o_row + r, o_col + j] = (n_bits - 2 count[r, j]) * alpha[o_col + j]
+    + beta[o_col + j]`` for ``j < 8 vectors``, where ``count[r, j]`` is the
+    count of row ``x_row + r`` of `x` against column ``w_col + j`` of `wt`:
+    the counts never leave the registers. With float `alpha`, `beta` and
+    `out` (32 or 64 bits), the integer converts to float64, is multiplied
+    and shifted in float64 (no fused multiply-add) and rounds once to the
+    type of `out`, as numpy computes ``dot * float64(alpha) +
+    float64(beta)``; with int64 all three, in int64. Arrays C-contiguous,
+    indices in range (not checked).
+    """
+    kind = (
+        _affine_kinds(out, alpha, beta)
+        if all(isinstance(a, types.Array) for a in (out, alpha, beta))
+        else None
+    )
+    if not (
+        kind is not None
+        and _literal_block(rows, vectors)
+        and out.ndim == 2
+        and alpha.ndim == beta.ndim == 1
+        and all(isinstance(a, types.Array) and a.ndim == 2 for a in (x, wt))
+        and x.dtype == wt.dtype == types.uint64
+    ):
+        return None
+    n_rows, n_vectors = rows.literal_value, vectors.literal_value
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        out_s, x_s, wt_s, alpha_s, beta_s = (
+            context.make_array(sig.args[pos])(context, builder, args[pos])
+            for pos in (0, 3, 5, 8, 9)
+        )
+        o_row, o_col, x_row, w_col, n = (
+            context.cast(builder, args[pos], sig.args[pos], types.int64)
+            for pos in (1, 2, 4, 6, 7)
+        )
+        totals = _running_counts(
+            context, builder, x_s, x_row, wt_s, w_col, n_rows, n_vectors
+        )
+
+        def lanes(array):
+            return ir.VectorType(context.get_data_type(array.dtype), LANES)
+
+        wide = ir.VectorType(ir.DoubleType() if kind == "float" else i64, LANES)
+
+        def widened(value, array):
+            """`value` (a vector of `array`'s type) in the type of the sums."""
+            if kind == "int" or array.dtype == types.float64:
+                return value
+            return builder.fpext(value, wide)
+
+        scales = []
+        for v in range(n_vectors):
+            at = builder.add(o_col, ir.Constant(i64, LANES * v))
+            scales.append(
+                tuple(
+                    widened(
+                        builder.load(
+                            _vector_at(builder, s.data, at, lanes(t)), align=4
+                        ),
+                        t,
+                    )
+                    for s, t in ((alpha_s, sig.args[8]), (beta_s, sig.args[9]))
+                )
+            )
+        n_vec = splat(builder, n, ir.VectorType(i64, LANES))
+        one = ir.Constant(ir.VectorType(i64, LANES), [1] * LANES)
+        o_stride = builder.extract_value(out_s.shape, 1)
+        for r in range(n_rows):
+            o_at = builder.mul(builder.add(o_row, ir.Constant(i64, r)), o_stride)
+            for v in range(n_vectors):
+                dot = builder.sub(n_vec, builder.shl(totals[r * n_vectors + v], one))
+                a, b = scales[v]
+                if kind == "float":
+                    y = builder.fadd(builder.fmul(builder.sitofp(dot, wide), a), b)
+                    if sig.args[0].dtype == types.float32:
+                        y = builder.fptrunc(y, lanes(sig.args[0]))
+                else:
+                    y = builder.add(builder.mul(dot, a), b)
+                at = builder.add(o_at, builder.add(o_col, ir.Constant(i64, LANES * v)))
+                builder.store(
+                    y, _vector_at(builder, out_s.data, at, lanes(sig.args[0])), align=4
+                )
+        return context.get_dummy_value()
+
+    sig = types.none(
+        out, o_row, o_col, x, x_row, wt, w_col, n_bits, alpha, beta, rows, vectors
+    )
     return sig, codegen
 
 

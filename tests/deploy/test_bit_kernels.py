@@ -18,7 +18,7 @@ from sksign.deploy._kernels import (
     xnor_affine,
 )
 from sksign.deploy._kernels._madd import BLOCK_ROWS, step_by_pairs
-from sksign.deploy._kernels._xnor import xnor_affine_vectors
+from sksign.deploy._kernels._xnor import vector_blocks, xnor_affine_vectors
 from sksign.kernels import pack_bits, packed_to_words
 
 WIDTHS = [1, 7, 8, 63, 64, 65, 130, 200]
@@ -33,6 +33,13 @@ XNOR_KERNELS = [
 
 def _words(bits):
     return packed_to_words(pack_bits(bits), bits.shape[1])
+
+
+def _weights(kernel, w):
+    """The 0/1 weight rows `w` as `kernel` reads them: word-major, and in
+    blocks of 32 columns for the register blocks."""
+    wt = _words(w).T.copy()
+    return vector_blocks(wt) if kernel is xnor_affine_vectors else wt
 
 
 @given(
@@ -76,14 +83,14 @@ def test_xnor_affine_gives_exact_sign_dot_products(kernel, n_in, n_rows):
     ref = (2.0 * a - 1) @ (2.0 * w - 1).T
     out = np.empty((n_rows, 11), dtype=np.int64)
     ones, zeros = np.ones(11, np.int64), np.zeros(11, np.int64)
-    kernel(_words(a), _words(w).T.copy(), n_in, ones, zeros, out, 0, n_rows, 0, 11)
+    kernel(_words(a), _weights(kernel, w), n_in, ones, zeros, out, 0, n_rows, 0, 11)
     np.testing.assert_array_equal(out, ref.astype(np.int64))
     # split over rows and columns: the same numbers
     part = np.zeros_like(out)
     for r0, r1 in ((0, n_rows // 2), (n_rows // 2, n_rows)):
         for c0, c1 in ((0, 5), (5, 11)):
             kernel(
-                _words(a), _words(w).T.copy(), n_in, ones, zeros, part, r0, r1, c0, c1
+                _words(a), _weights(kernel, w), n_in, ones, zeros, part, r0, r1, c0, c1
             )
     np.testing.assert_array_equal(part, out)
 
@@ -111,7 +118,7 @@ def _xnor_dots(a, w, r0, r1, c0, c1, kernel=xnor_affine):
     n_out = w.shape[0]
     out = np.full((a.shape[0], n_out), -1, dtype=np.int64)
     ones, zeros = np.ones(n_out, np.int64), np.zeros(n_out, np.int64)
-    wt = _words(w).T.copy()
+    wt = _weights(kernel, w)
     kernel(_words(a), wt, a.shape[1], ones, zeros, out, r0, r1, c0, c1)
     return out
 
@@ -176,7 +183,7 @@ def test_xnor_affine_float_outputs_do_not_depend_on_the_split(kernel, n_rows):
     w = rng.integers(0, 2, (n_out, n_in)).astype(np.uint8)
     alpha = rng.uniform(-1, 1, n_out).astype(np.float32)
     beta = rng.uniform(-1, 1, n_out).astype(np.float32)
-    xw, wt = _words(a), _words(w).T.copy()
+    xw, wt = _words(a), _weights(kernel, w)
     out = np.empty((n_rows, n_out), np.float32)
     kernel(xw, wt, n_in, alpha, beta, out, 0, n_rows, 0, n_out)
     ref = _sign_dots(a, w) * alpha.astype(np.float64) + beta.astype(np.float64)

@@ -171,7 +171,7 @@ def test_bnn_hidden_bits_are_bit_identical(fitted, digits):
 
 def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
     """Check a trained BNN layer's XNOR-popcount dots against torch's +-1 product."""
-    from sksign.deploy._kernels import xnor_affine
+    from sksign.deploy._kernels import xnor_kernel
 
     _, X_test, _, _ = digits
     net = fitted["bnn"]
@@ -183,10 +183,10 @@ def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
     ref = torch.nn.functional.linear(
         torch.as_tensor(2 * a - 1), torch.where(w >= 0, 1.0, -1.0).double()
     )
-    ww = packed.net_._words[layer["tensors"]["weight_bits"]]
+    ww = packed.net_._xnor_words[layer["tensors"]["weight_bits"]]
     out = np.empty(ref.shape, np.int64)
     m = ref.shape[1]
-    xnor_affine(
+    xnor_kernel()(
         bits,
         ww,
         a.shape[1],

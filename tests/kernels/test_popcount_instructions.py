@@ -57,13 +57,14 @@ from sksign.kernels._words import hamming_kernels
 u64, i64, f32, i32 = (types.Array(t, d, "C") for t, d in (
     (types.uint64, 2), (types.int64, 2), (types.float32, 1), (types.int32, 2)))
 f32_2 = types.Array(types.float32, 2, "C")
+u64_3 = types.Array(types.uint64, 3, "C")
 n = types.int64
 kernels = {
     "xnor_affine": (xnor_affine, (u64, u64, n, f32, f32, f32_2, n, n, n, n)),
     "knn_counts": (knn_counts, (u64, u64, i64, i64)),
     "pairwise_counts": (pairwise_counts, (u64, u64, i32)),
-    "xnor_affine_vectors": (
-        xnor_affine_vectors, (u64, u64, n, f32, f32, f32_2, n, n, n, n)),
+    "xnor_affine_vectors": (  # the weights in blocks of 32 columns
+        xnor_affine_vectors, (u64, u64_3, n, f32, f32, f32_2, n, n, n, n)),
     "knn_counts_vectors": (knn_counts_vectors, (u64, u64, i64, i64)),
     "pairwise_counts_vectors": (pairwise_counts_vectors, (u64, u64, i32)),
 }

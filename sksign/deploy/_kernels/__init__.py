@@ -28,7 +28,12 @@ from sksign.deploy._kernels._sums import (
     table_sums,
 )
 from sksign.deploy._kernels._vectors import FLOAT_LANES, LANES, padded_width
-from sksign.deploy._kernels._xnor import sign_products, xnor_affine, xnor_kernel
+from sksign.deploy._kernels._xnor import (
+    sign_products,
+    xnor_affine,
+    xnor_kernel,
+    xnor_weights,
+)
 
 __all__ = [
     "FLOAT_LANES",
@@ -54,4 +59,5 @@ __all__ = [
     "xnor_affine",
     "xnor_conv",
     "xnor_kernel",
+    "xnor_weights",
 ]

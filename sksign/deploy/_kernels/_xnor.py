@@ -12,9 +12,21 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.kernels import popcount64, vector_kernels, xor_count_block
+from sksign.kernels import (
+    popcount64,
+    vector_kernels,
+    xor_affine_block,
+    xor_count_block,
+)
 
-__all__ = ["sign_products", "xnor_affine", "xnor_affine_vectors", "xnor_kernel"]
+__all__ = [
+    "sign_products",
+    "vector_blocks",
+    "xnor_affine",
+    "xnor_affine_vectors",
+    "xnor_kernel",
+    "xnor_weights",
+]
 
 #: Output columns of a tile in :func:`xnor_affine` (its weights and counters
 #: stay in L1).
@@ -271,71 +283,89 @@ def xnor_affine(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1):
 
 
 #: Output columns of a register block of :func:`xnor_affine_vectors` (four
-#: vectors of eight words: ``xor_count_block(..., rows, 4)``).
+#: vectors of eight words: ``xor_affine_block(..., rows, 4)``), and of a
+#: block of its weights (:func:`vector_blocks`).
 VECTOR_COLUMNS = 32
-#: Rows from which :func:`xnor_affine_vectors` copies each block of weights
-#: to a buffer of its own (a weight row of a wide layer is a page or more
-#: from the next: read in place, a block's rows share a few L1 sets).
-VECTOR_COPY_MIN_ROWS = 8
+
+
+def vector_blocks(wt):
+    """Word-major weights ``wt`` (n_words, n_out) as :func:`xnor_affine_vectors`
+    reads them: blocks of :data:`VECTOR_COLUMNS` columns, each C-contiguous,
+    shape (n_blocks, n_words, VECTOR_COLUMNS), zero past the last column.
+
+    A block's words lie 256 bytes apart: read in place from a wide layer's
+    rows (a page or more apart), a block's words had shared a few L1 sets,
+    and copying them took a tenth of the products at 1,024 outputs.
+    """
+    n_words, n_out = wt.shape
+    n_blocks = -(-n_out // VECTOR_COLUMNS)
+    padded = np.zeros((n_words, n_blocks * VECTOR_COLUMNS), np.uint64)
+    padded[:, :n_out] = wt
+    blocks = padded.reshape(n_words, n_blocks, VECTOR_COLUMNS).transpose(1, 0, 2)
+    return np.ascontiguousarray(blocks)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _vector_store(counts, rows, n_bits, a, b, out, i, t0, n):
-    """``out[i + r, t0 + c] = (n_bits - 2 counts[r, c]) * a[c] + b[c]``."""
-    for r in range(rows):
-        _affine_store(counts[r], n_bits, a, b, out[i + r, t0 : t0 + n], n)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _vector_rows(xw, src, col, counts, n_bits, a, b, out, r0, r1, t0, n):
-    """Rows ``r0 .. r1 - 1`` against the 32 columns of `src` from `col`, four
-    rows a register block; outputs ``t0 .. t0 + n - 1``."""
+def _partial_rows(xw, src, off, counts, n_bits, a, b, out, r0, r1, t0, n):
+    """Rows ``r0 .. r1 - 1`` against the block `src`, four rows a register
+    block; the outputs ``t0 .. t0 + n - 1`` from its column `off`."""
     i = r0
-    while i + 4 <= r1:
-        xor_count_block(counts, 0, xw, i, src, col, 4, 4, None)
-        _vector_store(counts, 4, n_bits, a, b, out, i, t0, n)
-        i += 4
     while i < r1:
-        xor_count_block(counts, 0, xw, i, src, col, 1, 4, None)
-        _vector_store(counts, 1, n_bits, a, b, out, i, t0, n)
-        i += 1
+        rows = min(4, r1 - i)
+        if rows == 4:
+            xor_count_block(counts, 0, xw, i, src, 0, 4, 4, None)
+        else:
+            for r in range(rows):
+                xor_count_block(counts, r, xw, i + r, src, 0, 1, 4, None)
+        for r in range(rows):
+            _affine_store(counts[r, off:], n_bits, a, b, out[i + r, t0 : t0 + n], n)
+        i += rows
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def xnor_affine_vectors(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1):
-    """:func:`xnor_affine` on :func:`~sksign.kernels._vector_counts.xor_count_block`.
+def xnor_affine_vectors(xw, wb, n_bits, alpha, beta, out, r0, r1, c0, c1):
+    """:func:`xnor_affine` on the register blocks of
+    :func:`~sksign.kernels._vector_counts.xor_affine_block`.
 
-    Same arguments, same outputs. Blocks of 32 output columns, four input
-    rows against them at a time with the 16 running counts in registers
-    (one XOR, one ``vpopcntq`` and one add per eight products on AVX-512
-    VPOPCNTDQ, where :func:`xnor_kernel` chooses it). From
-    :data:`VECTOR_COPY_MIN_ROWS` rows on, each block of weights is copied to
-    a buffer (its words 256 bytes apart); a last block of fewer than 32
-    columns always is, zero-padded.
+    The same outputs, from the weights in :func:`vector_blocks` `wb` instead
+    of `wt`. Each block of 32 output columns takes four input rows at a
+    time, with the 16 running counts in registers (one XOR, one
+    ``vpopcntq`` and one add per eight products on AVX-512 VPOPCNTDQ, where
+    :func:`xnor_kernel` chooses it); the affine map is applied in registers
+    and the outputs stored from there. A block cut by the column range
+    stores its counts first.
     """
-    if n_bits >= 2**31:  # pragma: no cover - the counts convert by int32
-        xnor_affine(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1)
-        return
-    n_words = xw.shape[1]
     counts = np.empty((4, VECTOR_COLUMNS), np.int64)
-    block = np.zeros((n_words, VECTOR_COLUMNS), np.uint64)
-    copy = r1 - r0 >= VECTOR_COPY_MIN_ROWS
-    for t0 in range(c0, c1, VECTOR_COLUMNS):
-        n = min(VECTOR_COLUMNS, c1 - t0)
-        a, b = alpha[t0 : t0 + n], beta[t0 : t0 + n]
-        if copy or n < VECTOR_COLUMNS:
-            for w in range(n_words):
-                for c in range(n):
-                    block[w, c] = wt[w, t0 + c]
-            _vector_rows(xw, block, 0, counts, n_bits, a, b, out, r0, r1, t0, n)
-        else:
-            _vector_rows(xw, wt, t0, counts, n_bits, a, b, out, r0, r1, t0, n)
+    for blk in range(c0 // VECTOR_COLUMNS, -(-c1 // VECTOR_COLUMNS)):
+        first = VECTOR_COLUMNS * blk
+        t0, t1 = max(c0, first), min(c1, first + VECTOR_COLUMNS)
+        src = wb[blk]
+        if t1 - t0 < VECTOR_COLUMNS:
+            a, b = alpha[t0:t1], beta[t0:t1]
+            _partial_rows(
+                xw, src, t0 - first, counts, n_bits, a, b, out, r0, r1, t0, t1 - t0
+            )
+            continue
+        i = r0
+        while i + 4 <= r1:
+            xor_affine_block(out, i, t0, xw, i, src, 0, n_bits, alpha, beta, 4, 4)
+            i += 4
+        while i < r1:
+            xor_affine_block(out, i, t0, xw, i, src, 0, n_bits, alpha, beta, 1, 4)
+            i += 1
 
 
 def xnor_kernel():
     """The sign x sign kernel for this CPU: :func:`xnor_affine_vectors` where
-    it has AVX-512 VPOPCNTDQ, else :func:`xnor_affine` (carry-save adders)."""
+    it has AVX-512 VPOPCNTDQ, else :func:`xnor_affine` (carry-save adders).
+    It reads the weights as :func:`xnor_weights` lays them out."""
     return xnor_affine_vectors if vector_kernels() else xnor_affine
+
+
+def xnor_weights(wt):
+    """Word-major weights ``wt`` (n_words, n_out) as :func:`xnor_kernel` reads
+    them: :func:`vector_blocks` for the register blocks, else `wt`."""
+    return vector_blocks(wt) if vector_kernels() else wt
 
 
 def sign_products():

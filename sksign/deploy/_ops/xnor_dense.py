@@ -9,18 +9,18 @@ import numpy as np
 
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import xnor_kernel
+from sksign.deploy._kernels import xnor_kernel, xnor_weights
 from sksign.deploy._ops._common import run_rows_cols
 from sksign.kernels import packed_to_words
 
 
 def prepare(layer, ctx):
     n_bits, n_out = ctx.width(layer), layer["attrs"]["out"]
-    words = ctx.derive(
-        "words",
+    words = ctx.derive(  # the layout of the kernel chosen here
+        "xnor_words",
         layer,
         "weight_bits",
-        lambda raw: np.ascontiguousarray(packed_to_words(raw, n_bits).T),
+        lambda raw: xnor_weights(np.ascontiguousarray(packed_to_words(raw, n_bits).T)),
     )
     alpha, beta = ctx.tensor(layer, "alpha"), ctx.tensor(layer, "beta")
     kernel = xnor_kernel()  # register blocks on AVX-512 VPOPCNTDQ

@@ -1,0 +1,147 @@
+"""The register blocks of :mod:`sksign.kernels._vector_counts` against numpy.
+
+``xor_count_block`` stores the XOR-popcount counts of a block of rows
+against a block of columns; ``xor_affine_block`` maps them to the sign
+layer's ``(n_bits - 2 count) * alpha + beta`` in registers and stores
+that. Generic LLVM IR: checked on any CPU.
+"""
+
+# Authors: The sksign developers
+# SPDX-License-Identifier: BSD-3-Clause
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+
+from sksign.kernels import xor_affine_block, xor_count_block
+
+
+@njit
+def _counts(counts, c_row, x, x_row, wt, w_col, rows):
+    if rows == 4:
+        xor_count_block(counts, c_row, x, x_row, wt, w_col, 4, 2, None)
+    else:
+        xor_count_block(counts, c_row, x, x_row, wt, w_col, 1, 2, None)
+
+
+@njit
+def _affine(out, o_row, o_col, x, x_row, wt, w_col, n_bits, alpha, beta, rows):
+    if rows == 4:
+        xor_affine_block(
+            out, o_row, o_col, x, x_row, wt, w_col, n_bits, alpha, beta, 4, 2
+        )
+    else:
+        xor_affine_block(
+            out, o_row, o_col, x, x_row, wt, w_col, n_bits, alpha, beta, 1, 2
+        )
+
+
+def _reference_counts(x, x_row, wt, w_col, rows):
+    """Popcounts of ``x[x_row + r] ^ wt[:, w_col + j]`` in Python integers."""
+    return np.array(
+        [
+            [
+                sum(int(v).bit_count() for v in x[x_row + r] ^ wt[:, w_col + j])
+                for j in range(16)
+            ]
+            for r in range(rows)
+        ],
+        dtype=np.int64,
+    )
+
+
+def _operands(rng, n_words, n_rows, n_cols):
+    x = rng.integers(0, 2**64, (n_rows, n_words), dtype=np.uint64)
+    wt = rng.integers(0, 2**64, (n_words, n_cols), dtype=np.uint64)
+    return x, wt
+
+
+@settings(deadline=None, max_examples=40)  # the first example compiles
+@given(
+    n_words=st.integers(1, 20),
+    rows=st.sampled_from([1, 4]),
+    x_row=st.integers(0, 3),
+    w_col=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_counts_match_python_popcounts(n_words, rows, x_row, w_col, seed):
+    """Check every count of a block at any row and column offset, and that
+    nothing outside the block's rows of `counts` is written."""
+    rng = np.random.default_rng(seed)
+    x, wt = _operands(rng, n_words, 8, 32)
+    counts = np.full((6, 16), -1, np.int64)
+    _counts(counts, 1, x, x_row, wt, w_col, rows)
+    ref = np.full_like(counts, -1)
+    ref[1 : 1 + rows] = _reference_counts(x, x_row, wt, w_col, rows)
+    np.testing.assert_array_equal(counts, ref)
+
+
+def test_counts_of_constant_words_saturate():
+    """Check all-ones against all-zeros words: 64 a word, 0 against themselves."""
+    x = np.array([[2**64 - 1] * 5, [0] * 5], np.uint64)
+    wt = np.zeros((5, 16), np.uint64)
+    counts = np.empty((2, 16), np.int64)
+    _counts(counts, 0, x, 0, wt, 0, 1)
+    _counts(counts, 1, x, 1, wt, 0, 1)
+    assert counts[0].tolist() == [5 * 64] * 16
+    assert counts[1].tolist() == [0] * 16
+
+
+@pytest.mark.parametrize(
+    ("out_dtype", "scale_dtype"),
+    [
+        (np.float32, np.float32),
+        (np.float32, np.float64),
+        (np.float64, np.float32),
+        (np.float64, np.float64),
+        (np.int64, np.int64),
+    ],
+)
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("n_bits", [1, 63, 64, 700, 1280])
+def test_affine_outputs_round_as_numpy(out_dtype, scale_dtype, rows, n_bits):
+    """Check ``(n_bits - 2 count) * alpha + beta``: for floats computed in
+    float64 and rounded once to the output's type (bit for bit), for int64
+    exactly; the other cells of `out` untouched."""
+    rng = np.random.default_rng(n_bits + rows)
+    n_words = -(-n_bits // 64)
+    x, wt = _operands(rng, n_words, 6, 24)
+    if n_bits % 64:  # the padding bits are zero in both operands
+        keep = np.uint64(2 ** (n_bits % 64) - 1) << np.uint64(64 - n_bits % 64)
+        x[:, -1] &= keep
+        wt[-1] &= keep
+    if scale_dtype == np.int64:
+        alpha = rng.integers(-5, 6, 40).astype(np.int64)
+        beta = rng.integers(-100, 100, 40).astype(np.int64)
+    else:
+        alpha = rng.standard_normal(40).astype(scale_dtype)
+        beta = rng.standard_normal(40).astype(scale_dtype)
+    sentinel = -7
+    out = np.full((7, 40), sentinel, out_dtype)
+    _affine(out, 2, 5, x, 1, wt, 3, n_bits, alpha, beta, rows)
+    dots = n_bits - 2 * _reference_counts(x, 1, wt, 3, rows)
+    if scale_dtype == np.int64:
+        values = dots * alpha[5:21] + beta[5:21]
+    else:
+        values = (
+            dots.astype(np.float64) * alpha[5:21].astype(np.float64)
+            + beta[5:21].astype(np.float64)
+        ).astype(out_dtype)
+    ref = np.full_like(out, sentinel)
+    ref[2 : 2 + rows, 5:21] = values
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_affine_block_rejects_other_dtypes():
+    """Check that integer outputs with float scales do not compile."""
+    from numba.core.errors import TypingError
+
+    x, wt = _operands(np.random.default_rng(0), 2, 4, 16)
+    out = np.zeros((4, 16), np.int32)
+    alpha = beta = np.ones(16, np.float32)
+    with pytest.raises(TypingError):
+        _affine(out, 0, 0, x, 0, wt, 0, 128, alpha, beta, 1)
