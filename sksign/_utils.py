@@ -12,6 +12,7 @@ __all__ = [
     "is_batch_iterator",
     "reject_batch_iterator",
     "restore_state_on_error",
+    "row_batches",
     "stream_batches",
 ]
 
@@ -63,3 +64,16 @@ def reject_batch_iterator(X, method: str, streaming: str) -> None:
             f"({type(X).__name__}). Iterators of row batches are taken by "
             f"{streaming}, which return a generator of per-batch results."
         )
+
+
+def row_batches(n: int, batch_size: int) -> list[slice]:
+    """``slice`` objects of `batch_size` rows (the last one shorter) over
+    ``range(n)``, as :func:`sklearn.utils.gen_batches` gives them.
+
+    For the query paths, which call it a few times per call: scikit-learn's
+    function validates its parameters on every call (tens of microseconds);
+    `n` and `batch_size` come from sksign's own arithmetic here (a
+    `batch_size` below 1 counts as 1; no rows give no slices).
+    """
+    step = max(1, batch_size)
+    return [slice(start, min(start + step, n)) for start in range(0, n, step)]

@@ -22,7 +22,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._compat import Interval, StrOptions
-from sksign._utils import reject_batch_iterator
+from sksign._utils import reject_batch_iterator, row_batches
 from sksign.distributed import (
     check_fit_rows,
     fit_shards,
@@ -40,9 +40,10 @@ from sksign.kernels import (
     as_bits,
     auto_batch_size,
     check_n_bits,
-    check_packed,
+    check_packed_array,
     effective_n_threads,
     packed_to_words,
+    search_words,
     words_hamming_distances,
     words_kneighbors,
 )
@@ -198,7 +199,7 @@ class SignKNNBase(BaseEstimator):
                     "With packed=True, X must hold bit-packed codes of dtype uint8 "
                     f"(see sksign.metrics.pairwise.pack_bits); got dtype {X.dtype}."
                 )
-            check_packed(X, "X", n_bits=n_bits)
+            check_packed_array(X, "X", n_bits)
             return packed_to_words(X, n_bits)
         bits = as_bits(X, "X", strict=True)
         return packed_to_words(np.packbits(bits, axis=1), n_bits)
@@ -212,7 +213,7 @@ class SignKNNBase(BaseEstimator):
 
     def _batches(self, X):
         row_bytes = X.shape[1] * X.dtype.itemsize
-        return gen_batches(X.shape[0], auto_batch_size(self.batch_size, row_bytes))
+        return row_batches(X.shape[0], auto_batch_size(self.batch_size, row_bytes))
 
     def _fit_n_bits(self, n_features):
         """Bits per code of training rows with `n_features` columns."""
@@ -293,8 +294,8 @@ class SignKNNBase(BaseEstimator):
     def _search(self, words, n_neighbors):
         """(counts, indices) of the nearest training codes of query words."""
         if self._faiss_index is None:
-            return words_kneighbors(
-                words, self._fit_words, n_neighbors, n_jobs=self.n_jobs
+            return search_words(
+                words, self._fit_words, n_neighbors, effective_n_threads(self.n_jobs)
             )
         dist, ind = faiss_search(
             self._faiss_index, words, n_neighbors, effective_n_threads(self.n_jobs)

@@ -16,6 +16,7 @@ from sksign.kernels._packing import (
     as_bits,
     check_n_bits,
     check_packed,
+    check_packed_array,
     pack_bits,
     packed_to_words,
     unpack_bits,
@@ -33,14 +34,16 @@ from sksign.kernels._vector_counts import (
 )
 from sksign.kernels._words import (
     effective_n_threads,
+    search_words,
     words_hamming_distances,
     words_kneighbors,
 )
 
 # The public names are declared in sksign/_public.py. The others imported
-# here (as_bits, check_n_bits, check_packed, auto_batch_size, counted_loop,
-# effective_n_threads, popcount64, splat, target_has, vector_kernels,
-# xor_affine_block, xor_count_block) are internal checkers and kernels:
+# here (as_bits, check_n_bits, check_packed, check_packed_array,
+# auto_batch_size, counted_loop, effective_n_threads, popcount64,
+# search_words, splat, target_has, vector_kernels, xor_affine_block,
+# xor_count_block) are internal checkers and kernels:
 # importable for sksign's own modules (the k-NN estimators, sign geometry,
 # deploy), not public.
 __all__ = public_names(__name__)

@@ -21,6 +21,7 @@ __all__ = [
     "as_bits",
     "check_n_bits",
     "check_packed",
+    "check_packed_array",
     "pack_bits",
     "packed_to_words",
     "unpack_bits",
@@ -215,6 +216,13 @@ def check_packed(X, input_name="X", *, n_bits=None):
     array([[176, 128]], dtype=uint8)
     """
     X = check_array(X, dtype=None, input_name=input_name, ensure_all_finite=False)
+    return check_packed_array(X, input_name, n_bits)
+
+
+def check_packed_array(X, input_name="X", n_bits=None):
+    """:func:`check_packed` on a 2-D ndarray already validated by
+    scikit-learn (``check_array`` / ``validate_data``): its dtype, and with
+    `n_bits` its width and padding bits, the same errors; `X` returned."""
     if X.dtype != np.uint8:
         raise TypeError(
             f"{input_name} must be bit-packed codes of dtype uint8 (see pack_bits); "

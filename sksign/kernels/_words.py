@@ -17,10 +17,10 @@ from numbers import Integral
 
 import numpy as np
 from joblib import effective_n_jobs
-from sklearn.utils import gen_batches
 
 from sksign._compat import Interval, validate_params
 from sksign._threads import run_in_threads
+from sksign._utils import row_batches
 from sksign.kernels._nibbles import (
     knn_counts_nibbles,
     nibble_kernels,
@@ -36,6 +36,7 @@ from sksign.kernels._vector_counts import (
 __all__ = [
     "effective_n_threads",
     "hamming_kernels",
+    "search_words",
     "words_hamming_distances",
     "words_kneighbors",
 ]
@@ -159,17 +160,30 @@ def words_kneighbors(Q, T, n_neighbors, *, n_jobs=None):
     (array([[0, 1]]), array([[0, 2]]))
     """
     Q, T = _check_words(Q, T)
+    return search_words(Q, T, n_neighbors, effective_n_threads(n_jobs))
+
+
+def search_words(Q, T, n_neighbors, n_threads):
+    """:func:`words_kneighbors` on checked words, without its parameter checks.
+
+    `Q` and `T` C-contiguous uint64 arrays of the same number of words (as
+    ``_check_words`` leaves them), `n_neighbors` a positive int and
+    `n_threads` a positive number of threads: what sksign's own callers
+    (the estimators, once their input is validated) hand it, so that a
+    query call does not pay scikit-learn's parameter validation again (tens
+    of microseconds a call). `n_neighbors` over the number of codes still
+    raises the ValueError.
+    """
     n_q, n_t = Q.shape[0], T.shape[0]
     if n_neighbors > n_t:
         raise ValueError(
             "Expected n_neighbors <= n_codes, but "
             f"n_neighbors = {n_neighbors}, n_codes = {n_t}."
         )
-    n_threads = effective_n_threads(n_jobs)
     n_q_parts = max(1, min(n_threads, n_q // 64))
     n_t_parts = max(1, min(n_threads // n_q_parts, n_t // max(n_neighbors, 1024)))
-    q_slices = list(gen_batches(n_q, -(-n_q // n_q_parts)))
-    t_slices = list(gen_batches(n_t, -(-n_t // n_t_parts)))
+    q_slices = row_batches(n_q, -(-n_q // n_q_parts))
+    t_slices = row_batches(n_t, -(-n_t // n_t_parts))
     if len(t_slices) > 1 and any(s.stop - s.start < n_neighbors for s in t_slices):
         t_slices = [slice(0, n_t)]
 
@@ -256,7 +270,7 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
     elif out.shape != shape:
         raise ValueError(f"out must have shape {shape}; got {out.shape}.")
     n_threads = effective_n_threads(n_jobs)
-    slices = list(gen_batches(A.shape[0], -(-A.shape[0] // n_threads)))
+    slices = row_batches(A.shape[0], -(-A.shape[0] // n_threads))
     _, _, kernel = hamming_kernels()
     run_in_threads(lambda s: kernel(A[s], B, out[s]), [(s,) for s in slices], n_threads)
     return out
