@@ -358,7 +358,7 @@ def kernel(widths, batches, repeats):
     where the CPU has the vector popcount, the carry-save kernel it replaces
     beside it (one thread)."""
     rng = np.random.default_rng(0)
-    peak = print_machine()
+    peak = print_machine()[1]
     chosen = xnor_kernel()
     print(f"# sign x sign kernel: {chosen.__name__} ({sign_products()})")
     other = chosen is not xnor_affine
@@ -455,7 +455,7 @@ def main():
     rng = np.random.default_rng(0)
     X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)
 
-    peak = print_machine()
+    peak = print_machine()[1]
     print(f"# torch {torch.__version__}")
     header = (
         "| net | width | threads | batch | part | torch (ms) | packed (ms) "

@@ -32,3 +32,11 @@ def test_popcount_peak_is_a_rate():
     peak = _machine.popcount_peak(repeats=512)
     assert np.isfinite(peak)
     assert peak > 1e6
+
+
+def test_popcount_peak_of_two_threads_is_a_rate_per_thread():
+    """Check the peak with two threads busy at once is a positive, finite
+    rate per thread."""
+    peak = _machine.popcount_peak(repeats=512, threads=2)
+    assert np.isfinite(peak)
+    assert peak > 1e6

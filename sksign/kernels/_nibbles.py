@@ -29,11 +29,13 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.kernels._popcount import (
+from sksign.kernels._klists import (
+    block_lists,
     enter_code,
-    popcount_instructions,
+    finish_lists,
     start_lists,
 )
+from sksign.kernels._popcount import popcount_instructions
 
 __all__ = [
     "GROUP_QUERIES",
@@ -207,7 +209,7 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
     """:func:`~sksign.kernels._popcount.knn_counts` with the AVX2 nibble kernel.
 
     Same arguments, same results (codes enter the k-lists by the same
-    :func:`~sksign.kernels._popcount.enter_code`). A block of up to 64 queries
+    :func:`~sksign.kernels._klists.enter_code`). A block of up to 64 queries
     (fewer for codes over 16 words, so the block's nibbles stay in L1) is
     split into nibbles once and stored word-major; each code is split as it
     is reached and compared with the block 16 queries at a time, the counts
@@ -217,16 +219,19 @@ def knn_counts_nibbles(Q, T, out_d, out_i):
     n_q, n_words = Q.shape
     qb, q_low, q_high, t_low, t_high, dist = _buffers(n_words)
     worst = np.empty(qb, dtype=np.int64)
+    k = out_d.shape[1]
+    ld, li = block_lists(qb, k)
     for q0 in range(0, n_q, qb):
         m = min(qb, n_q - q0)
         _split_block(Q, q0, m, q_low, q_high)
-        start_lists(worst, out_d, out_i, q0, m, n_words)
+        start_lists(worst, ld, li, m, n_words)
         for j in range(T.shape[0]):
             _split_row(T, j, t_low, t_high)
             for g in range(0, m, GROUP_QUERIES):
                 hits = _all_words(dist, q_low, q_high, g, t_low, t_high, worst)
                 if hits:
-                    enter_code(dist[0], hits, g, j, worst, out_d, out_i, q0)
+                    enter_code(dist[0], hits, g, j, worst, ld, li, k)
+        finish_lists(ld, li, out_d, out_i, q0, m)
 
 
 @njit(inline="always")

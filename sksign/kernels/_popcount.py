@@ -21,17 +21,19 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from sksign.kernels._klists import (
+    block_lists,
+    finish_lists,
+    start_lists,
+    update_lists,
+)
+
 __all__ = [
-    "enter_code",
     "knn_counts",
-    "lanes_below",
     "pairwise_counts",
     "popcount64",
     "popcount_instructions",
-    "start_lists",
     "target_has",
-    "trailing_zeros",
-    "update_lists",
 ]
 
 # Layout of `knn_counts`: a block of queries is compared with a tile of codes at a
@@ -217,8 +219,9 @@ def knn_counts(Q, T, out_d, out_i):
     A code enters a query's k-list only when its distance is strictly smaller
     than the current k-th one, and is inserted after every entry at a distance
     not larger than its own, so each list stays sorted by ``(distance, index)``:
-    ties are broken by the smaller index, as a stable sort would. A code that
-    improves no query of the block costs one vectorised comparison.
+    ties are broken by the smaller index, as a stable sort would
+    (:mod:`sksign.kernels._klists`). A code that improves no query of the
+    block costs one vectorised comparison.
     """
     n_q, n_words = Q.shape
     n_t = T.shape[0]
@@ -228,6 +231,8 @@ def knn_counts(Q, T, out_d, out_i):
     qt = np.zeros((n_words, qb), dtype=np.uint64)
     tile = np.zeros((CODE_TILE, qb), dtype=np.int64)
     worst = np.empty(qb, dtype=np.int64)
+    k = out_d.shape[1]
+    ld, li = block_lists(qb, k)
     for q0 in range(0, n_q, qb):
         m = min(qb, n_q - q0)
         for q in range(qb):
@@ -235,119 +240,12 @@ def knn_counts(Q, T, out_d, out_i):
                 x = Q[q0 + q, w] if q < m else np.uint64(0)
                 qr[q, w] = x
                 qt[w, q] = x
-        start_lists(worst, out_d, out_i, q0, m, n_words)
+        start_lists(worst, ld, li, m, n_words)
         for j0 in range(0, n_t, CODE_TILE):
             j1 = min(j0 + CODE_TILE, n_t)
             if row_major:
                 _tile_counts_row_major(qr, T, j0, j1, tile)
             else:
                 _tile_counts_word_major(qt, T, j0, j1, tile)
-            update_lists(tile, j0, j0, j1, worst, out_d, out_i, q0, m)
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def start_lists(worst, out_d, out_i, q0, m, n_words):
-    """Empty the k-lists of queries ``q0 .. q0 + m - 1`` for a new block.
-
-    Every list is filled with a count larger than any (``64 n_words + 1``)
-    and index -1; ``worst[q]`` is that count for the block's `m` queries and
-    -1 in the lanes past them, which never accept a code.
-    """
-    big = n_words * 64 + 1
-    for q in range(worst.shape[0]):
-        worst[q] = big if q < m else -1
-    for q in range(m):
-        for r in range(out_d.shape[1]):
-            out_d[q0 + q, r] = big
-            out_i[q0 + q, r] = -1
-
-
-@intrinsic(prefer_literal=True)
-def lanes_below(typingctx, a, i, b, j, n):
-    """Bit mask of ``a.flat[i + l] < b.flat[j + l]`` over lanes ``l < n``.
-
-    One vector compare of the `n` lanes (a literal, at most 64) and a move
-    of its sign bits to an integer: bit `l` of the result is set where lane
-    `l` of `a` is below that of `b`. int64 C-contiguous arrays, indices in
-    range (not checked).
-    """
-    if not (
-        isinstance(n, types.IntegerLiteral)
-        and 0 < n.literal_value <= 64
-        and all(isinstance(x, types.Array) and x.dtype == types.int64 for x in (a, b))
-    ):
-        return None
-    lanes = n.literal_value
-
-    def codegen(context, builder, sig, args):
-        vector = ir.VectorType(ir.IntType(64), lanes).as_pointer()
-        values = []
-        for arr, at, pos in ((args[0], args[1], 0), (args[2], args[3], 2)):
-            data = context.make_array(sig.args[pos])(context, builder, arr).data
-            index = context.cast(builder, at, sig.args[pos + 1], types.int64)
-            p = builder.bitcast(builder.gep(data, [index]), vector)
-            values.append(builder.load(p, align=8))
-        below = builder.icmp_signed("<", values[0], values[1])
-        mask = builder.bitcast(below, ir.IntType(lanes))
-        return builder.zext(mask, ir.IntType(64))
-
-    return types.uint64(a, i, b, j, n), codegen
-
-
-@intrinsic
-def trailing_zeros(typingctx, x):
-    """Number of trailing zero bits of a 64-bit unsigned integer (LLVM
-    ``cttz``; 64 for zero)."""
-    if not (isinstance(x, types.Integer) and x.bitwidth == 64):
-        return None
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        fnty = ir.FunctionType(i64, [i64, ir.IntType(1)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.cttz.i64")
-        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
-
-    return types.int64(x), codegen
-
-
-#: Lanes of the tile compared with the k-th counts at once (:func:`lanes_below`).
-_CHECK_LANES = 16
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def update_lists(tile, t0, j0, j1, worst, out_d, out_i, q0, m):
-    """Enter codes ``j0 .. j1 - 1`` in the k-lists of queries ``q0 .. q0 + m - 1``.
-
-    ``tile[j - t0, q]`` is the count of code `j` against query ``q0 + q`` and
-    ``worst[q]`` the current k-th count (updated here; -1 in the lanes past
-    `m`). The tile's width is a multiple of 16: each code is compared with 16
-    k-th counts at once, and only the queries it improves are visited. See
-    :func:`knn_counts` for the order kept.
-    """
-    qb = worst.shape[0]
-    for j in range(j0, j1):
-        at = (j - t0) * qb
-        for g in range(0, m, _CHECK_LANES):
-            hits = lanes_below(tile, at + g, worst, g, _CHECK_LANES)
-            if hits:
-                enter_code(tile[j - t0], hits, g, j, worst, out_d, out_i, q0)
-
-
-@njit(inline="always")
-def enter_code(dist, hits, g, j, worst, out_d, out_i, q0):
-    """Enter code `j` in the k-lists of the queries ``q0 + g + l`` for the set
-    bits `l` of `hits` (those it improves), at counts ``dist[g + l]``."""
-    k = out_d.shape[1]
-    while hits:
-        q = g + trailing_zeros(hits)
-        hits &= hits - np.uint64(1)
-        d = dist[q]
-        row = q0 + q
-        r = k - 1
-        while r > 0 and out_d[row, r - 1] > d:
-            out_d[row, r] = out_d[row, r - 1]
-            out_i[row, r] = out_i[row, r - 1]
-            r -= 1
-        out_d[row, r] = d
-        out_i[row, r] = j
-        worst[q] = out_d[row, k - 1]
+            update_lists(tile, j0, j0, j1, worst, ld, li, m, k)
+        finish_lists(ld, li, out_d, out_i, q0, m)

@@ -33,13 +33,17 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from sksign.kernels._ir_loops import counted_loop, splat
+from sksign.kernels._klists import (
+    block_lists,
+    finish_lists,
+    start_lists,
+    trailing_zeros,
+    update_lists,
+)
 from sksign.kernels._popcount import (
     CODE_TILE,
     pairwise_counts,
     popcount_instructions,
-    start_lists,
-    trailing_zeros,
-    update_lists,
 )
 
 __all__ = [
@@ -353,19 +357,21 @@ def knn_counts_vectors(Q, T, out_d, out_i):
     """:func:`~sksign.kernels._popcount.knn_counts` on :func:`xor_count_block`.
 
     Same arguments, same results (the k-lists are kept by the same
-    :func:`~sksign.kernels._popcount.update_lists`). A block of
+    :func:`~sksign.kernels._klists.update_lists`). A block of
     :data:`QUERY_BLOCK` queries is stored word-major once; tiles of codes are
     counted against it four codes per register block.
     """
     n_q, n_words = Q.shape
     qb = QUERY_BLOCK
+    k = out_d.shape[1]
     qt = np.zeros((n_words, qb), dtype=np.uint64)
     tile = np.zeros((4, qb), dtype=np.int64)
     worst = np.empty(qb, dtype=np.int64)
+    ld, li = block_lists(qb, k)
     for q0 in range(0, n_q, qb):
         m = min(qb, n_q - q0)
         _block_word_major(Q, q0, m, qt)
-        start_lists(worst, out_d, out_i, q0, m, n_words)
+        start_lists(worst, ld, li, m, n_words)
         n_t = T.shape[0]
         for j in range(0, n_t, 4):
             if j + 4 <= n_t:
@@ -377,7 +383,8 @@ def knn_counts_vectors(Q, T, out_d, out_i):
             while hits:
                 r = trailing_zeros(hits)
                 hits &= hits - np.uint64(1)
-                update_lists(tile, j, j + r, j + r + 1, worst, out_d, out_i, q0, m)
+                update_lists(tile, j, j + r, j + r + 1, worst, ld, li, m, k)
+        finish_lists(ld, li, out_d, out_i, q0, m)
 
 
 @njit(cache=True, nogil=True)

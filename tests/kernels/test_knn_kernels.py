@@ -26,17 +26,18 @@ from numba.core import config
 
 from sksign.kernels import _words as words_module
 from sksign.kernels import target_has, words_hamming_distances, words_kneighbors
+from sksign.kernels._klists import (
+    LIST_LANES,
+    insert_in_vector,
+    lanes_below,
+    trailing_zeros,
+)
 from sksign.kernels._nibbles import (
     knn_counts_nibbles,
     nibble_kernels,
     pairwise_counts_nibbles,
 )
-from sksign.kernels._popcount import (
-    knn_counts,
-    lanes_below,
-    pairwise_counts,
-    trailing_zeros,
-)
+from sksign.kernels._popcount import knn_counts, pairwise_counts
 from sksign.kernels._vector_counts import (
     knn_counts_vectors,
     pairwise_counts_vectors,
@@ -134,6 +135,46 @@ def test_k_equal_to_the_number_of_codes_returns_them_all(kernel):
     d, i = _search(kernel, Q, T, 6)
     assert (np.sort(i, axis=1) == np.arange(6)).all()
     np.testing.assert_array_equal((d, i), _reference(Q, T, 6))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("k", [1, LIST_LANES - 1, LIST_LANES, LIST_LANES + 1, 20])
+def test_lists_in_a_vector_and_longer_lists_match_the_reference(kernel, k):
+    """Check k up to a vector's lanes (one vector a list) and past it (a
+    scalar insertion), on codes with many ties and queries past a block."""
+    rng = np.random.default_rng(k)
+    Q, T = _words(rng, 70, 4, 0.9), _words(rng, 300, 4, 0.9)
+    T[::5] = T[2]
+    np.testing.assert_array_equal(_search(kernel, Q, T, k), _reference(Q, T, k))
+
+
+@njit
+def _insert(ld, li, row, d, j):
+    insert_in_vector(ld, li, row, d, j)
+
+
+@given(
+    counts=st.lists(st.integers(0, 9), min_size=LIST_LANES, max_size=LIST_LANES),
+    d=st.integers(0, 10),
+    j=st.integers(0, 1000),
+    row=st.integers(0, 2),
+)
+def test_insert_in_vector_is_a_stable_sorted_insertion(counts, d, j, row):
+    """Check the vector insertion against Python's: after every count not
+    above `d`, the last entry dropped, the other rows untouched."""
+    counts = sorted(counts)
+    ld = np.full((3, LIST_LANES), -5, np.int64)
+    li = np.full((3, LIST_LANES), -6, np.int64)
+    ld[row] = counts
+    li[row] = np.arange(LIST_LANES) + 100
+    entries = list(zip(counts, range(100, 100 + LIST_LANES), strict=True))
+    place = sum(c <= d for c in counts)
+    expected = ([*entries[:place], (d, j), *entries[place:]])[:LIST_LANES]
+    _insert(ld, li, row, d, j)
+    assert list(zip(ld[row].tolist(), li[row].tolist(), strict=True)) == expected
+    others = [r for r in range(3) if r != row]
+    assert (ld[others] == -5).all()
+    assert (li[others] == -6).all()
 
 
 @settings(max_examples=40, deadline=None)
