@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from sksign.deploy._kernels import (
     bit_accumulate,
+    channel_shares,
     fire_pixels,
     pack_ge,
     unpack_words,
@@ -360,3 +361,20 @@ def test_word_bit_is_the_inverse_of_unit_of_bit_and_matches_pack_bits():
         row[0, u] = 1
         words = packed_to_words(pack_bits(row), 200)
         assert int(words[0, u // 64]) == mask
+
+
+@pytest.mark.parametrize("n_units", [1, 7, 63, 64, 65, 130])
+@pytest.mark.parametrize("pixels", [1, 3, 49, 64])
+def test_channel_shares_are_numpys_global_average_pool(n_units, pixels):
+    """Check the share of 1 bits per unit over each sample's pixels against
+    numpy's float32 mean of the unpacked bits, bit for bit, on 3 samples
+    split over the rows."""
+    rng = np.random.default_rng(n_units * 100 + pixels)
+    bits = (rng.random((3 * pixels, n_units)) < 0.3).astype(np.uint8)
+    words = _words(bits)
+    counts = bits.reshape(3, pixels, n_units).sum(axis=1)
+    ref = counts.astype(np.float32) / np.float32(pixels)
+    out = np.full((3, n_units), np.nan, np.float32)
+    channel_shares(words, pixels, n_units, out, 0, 1)
+    channel_shares(words, pixels, n_units, out, 1, 3)
+    np.testing.assert_array_equal(out, ref)

@@ -12,6 +12,7 @@ Bits are in the unit layout described in :mod:`sksign.deploy._kernels._bits`.
 
 from sksign.deploy._kernels._bits import (
     bit_accumulate,
+    channel_shares,
     count_bits,
     pack_affine_ge,
     pack_ge,
@@ -41,6 +42,7 @@ __all__ = [
     "PAIRS_MIN_CHANNELS",
     "affine_rows",
     "bit_accumulate",
+    "channel_shares",
     "count_bits",
     "fire_pixels",
     "float_conv",

@@ -30,6 +30,7 @@ from sksign.kernels import popcount64
 __all__ = [
     "ROW_BLOCK",
     "bit_accumulate",
+    "channel_shares",
     "count_bits",
     "pack_affine_ge",
     "pack_ge",
@@ -203,6 +204,38 @@ def unpack_words(words, n_units, out, r0, r1):
             dst = row[64 * w : min(64 * w + 64, n_units)]
             for j in range(len(dst)):
                 dst[j] = (word >> shifts[j]) & one
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def channel_shares(words, pixels, n_units, out, r0, r1):
+    """``out[s, u]`` = the share of the `pixels` of sample `s` whose unit `u`
+    is 1, samples ``r0:r1``: the global average pool of a bit map.
+
+    `words` holds ``n * pixels`` rows of one pixel each (the units of a
+    pixel packed as by :func:`unpack_words`), sample after sample; `out` is
+    float32 of shape ``(n, n_units)``. Each share is the integer count in
+    float32 divided by ``float32(pixels)``, as numpy divides
+    ``counts.astype(float32) / float32(pixels)``. The counts go a word at a
+    time, each unit by its own shift (a loop that vectorises), with no
+    unpacked copy of the maps.
+    """
+    shifts = np.empty(64, np.uint64)
+    for j in range(64):
+        shifts[j] = 8 * (j // 8) + 7 - j % 8  # the bit of unit j of a word
+    one = np.uint64(1)
+    acc = np.empty(n_units, np.int64)
+    area = np.float32(pixels)
+    for s in range(r0, r1):
+        for u in range(n_units):
+            acc[u] = 0
+        for p in range(s * pixels, (s + 1) * pixels):
+            for w in range(-(-n_units // 64)):
+                word = words[p, w]
+                dst = acc[64 * w : min(64 * w + 64, n_units)]
+                for j in range(len(dst)):
+                    dst[j] += np.int64((word >> shifts[j]) & one)
+        for u in range(n_units):
+            out[s, u] = np.float32(acc[u]) / area
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._maps import unpack_pixels
-from sksign.deploy._ops._common import one_pixel, row_runner
+from sksign.deploy._kernels import channel_shares
+from sksign.deploy._maps import words_per_pixel
+from sksign.deploy._ops._common import one_pixel, run_rows
 
 
 def prepare(layer, ctx):
     c, h, w = layer["attrs"]["shape"]
+    per_pixel = words_per_pixel(c)
 
     def run(xs, n, n_threads):
-        bits = unpack_pixels(xs[0], c, row_runner(n_threads))
-        counts = bits.reshape(xs[0].shape[0], h * w, c).sum(axis=1)
-        return counts.astype(np.float32) / np.float32(h * w)
+        n_samples = xs[0].shape[0]
+        pixels = xs[0].reshape(-1, per_pixel)  # one row a pixel
+        out = empty((n_samples, c), np.float32)
+        run_rows(channel_shares, n_samples, n_threads, pixels, h * w, c, out)
+        return out
 
     return run
 
