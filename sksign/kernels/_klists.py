@@ -39,6 +39,7 @@ __all__ = [
     "finish_lists",
     "insert_in_vector",
     "lanes_below",
+    "list_width",
     "start_lists",
     "trailing_zeros",
     "update_lists",
@@ -165,10 +166,17 @@ def insert_in_vector(typingctx, ld, li, row, d, j):
 
 
 @njit(inline="always")
+def list_width(k):
+    """Entries a k-list takes: one vector of :data:`LIST_LANES` for `k` up
+    to that, else `k`."""
+    return LIST_LANES if k <= LIST_LANES else k
+
+
+@njit(inline="always")
 def block_lists(qb, k):
-    """Empty ``(counts, indices)`` arrays for the k-lists of `qb` queries: one
-    vector of :data:`LIST_LANES` a list for `k` up to that, else `k` wide."""
-    width = LIST_LANES if k <= LIST_LANES else k
+    """Empty ``(counts, indices)`` arrays for the k-lists of `qb` queries,
+    :func:`list_width` wide."""
+    width = list_width(k)
     return np.empty((qb, width), np.int64), np.empty((qb, width), np.int64)
 
 

@@ -34,8 +34,8 @@ from numba.extending import intrinsic
 
 from sksign.kernels._ir_loops import counted_loop, splat
 from sksign.kernels._klists import (
-    block_lists,
     finish_lists,
+    list_width,
     start_lists,
     trailing_zeros,
     update_lists,
@@ -47,9 +47,11 @@ from sksign.kernels._popcount import (
 )
 
 __all__ = [
+    "CODE_TILE_BYTES",
     "LANES",
     "PAIRWISE_MIN_WORDS",
     "QUERY_BLOCK",
+    "SPAN_BLOCKS",
     "knn_counts_vectors",
     "pairwise_counts_vectors",
     "vector_kernels",
@@ -66,6 +68,18 @@ LANES = 8
 #: bits, against 64 queries by two codes: 4-10% faster).
 QUERY_BLOCK = 32
 
+
+#: Bytes of codes :func:`knn_counts_vectors` compares with every query block
+#: of a span before it moves on (a tile that stays in L2 beside the span's
+#: queries: 512 KB of each at 4,096 bits), and the query blocks of a span.
+#: Codes that fit in one tile are read once per query block; more, once per
+#: span. 60,000 codes of 4,096 bits against 2,000 queries, one thread of an
+#: Intel Xeon (2 MB of L2): 0.70 s streaming the 30 MB of codes for each
+#: block of 32 queries (65% of the popcount peak), 0.52-0.54 s by tiles of
+#: 256-512 KB, 0.49 s by 1 MB tiles (which would not leave the queries room
+#: in a 1 MB L2).
+CODE_TILE_BYTES = 2**19
+SPAN_BLOCKS = 32
 
 #: Words per code from which :func:`pairwise_counts_vectors` counts on
 #: register blocks.
@@ -352,39 +366,66 @@ def _code_counts(T, j0, j1, qt, tile):
         j += 1
 
 
+@njit(inline="always")
+def _scan_codes(T, j0, j1, qt, tile, worst, ld, li, m, k):
+    """Enter codes ``j0 .. j1 - 1`` in the k-lists of a block of queries
+    (`qt` word-major, `m` of them), four codes per register block, their
+    counts compared with the k-th in registers."""
+    for j in range(j0, j1, 4):
+        if j + 4 <= j1:
+            hits = xor_count_block(tile, 0, T, j, qt, 0, 4, 4, worst)
+        else:
+            hits = np.uint64(0)
+            for r in range(j1 - j):
+                hits |= xor_count_block(tile, r, T, j + r, qt, 0, 1, 4, worst) << r
+        while hits:
+            r = trailing_zeros(hits)
+            hits &= hits - np.uint64(1)
+            update_lists(tile, j, j + r, j + r + 1, worst, ld, li, m, k)
+
+
 @njit(cache=True, nogil=True)
 def knn_counts_vectors(Q, T, out_d, out_i):
     """:func:`~sksign.kernels._popcount.knn_counts` on :func:`xor_count_block`.
 
     Same arguments, same results (the k-lists are kept by the same
-    :func:`~sksign.kernels._klists.update_lists`). A block of
-    :data:`QUERY_BLOCK` queries is stored word-major once; tiles of codes are
-    counted against it four codes per register block.
+    :func:`~sksign.kernels._klists.update_lists`). Blocks of
+    :data:`QUERY_BLOCK` queries are stored word-major once, up to
+    :data:`SPAN_BLOCKS` of them at a time; each tile of codes
+    (:data:`CODE_TILE_BYTES`) is counted against every block of the span,
+    four codes per register block, before the next tile, so the codes come
+    from L2 rather than memory. Every query still meets the codes in
+    increasing index order.
     """
     n_q, n_words = Q.shape
+    n_t = T.shape[0]
     qb = QUERY_BLOCK
     k = out_d.shape[1]
-    qt = np.zeros((n_words, qb), dtype=np.uint64)
+    n_blocks = -(-n_q // qb)
+    span = max(1, min(SPAN_BLOCKS, n_blocks))
+    step = max(4, CODE_TILE_BYTES // (32 * max(1, n_words)) * 4)  # codes, 4 | step
+    qt = np.zeros((span, n_words, qb), dtype=np.uint64)
+    worst = np.empty((span, qb), dtype=np.int64)
+    width = list_width(k)
+    ld = np.empty((span, qb, width), dtype=np.int64)
+    li = np.empty((span, qb, width), dtype=np.int64)
     tile = np.zeros((4, qb), dtype=np.int64)
-    worst = np.empty(qb, dtype=np.int64)
-    ld, li = block_lists(qb, k)
-    for q0 in range(0, n_q, qb):
-        m = min(qb, n_q - q0)
-        _block_word_major(Q, q0, m, qt)
-        start_lists(worst, ld, li, m, n_words)
-        n_t = T.shape[0]
-        for j in range(0, n_t, 4):
-            if j + 4 <= n_t:
-                hits = xor_count_block(tile, 0, T, j, qt, 0, 4, 4, worst)
-            else:
-                hits = np.uint64(0)
-                for r in range(n_t - j):
-                    hits |= xor_count_block(tile, r, T, j + r, qt, 0, 1, 4, worst) << r
-            while hits:
-                r = trailing_zeros(hits)
-                hits &= hits - np.uint64(1)
-                update_lists(tile, j, j + r, j + r + 1, worst, ld, li, m, k)
-        finish_lists(ld, li, out_d, out_i, q0, m)
+    for b0 in range(0, n_blocks, span):
+        b1 = min(n_blocks, b0 + span)
+        for b in range(b0, b1):
+            q0 = b * qb
+            m = min(qb, n_q - q0)
+            _block_word_major(Q, q0, m, qt[b - b0])
+            start_lists(worst[b - b0], ld[b - b0], li[b - b0], m, n_words)
+        for t0 in range(0, n_t, step):
+            t1 = min(n_t, t0 + step)
+            for b in range(b0, b1):
+                m = min(qb, n_q - b * qb)
+                s = b - b0
+                _scan_codes(T, t0, t1, qt[s], tile, worst[s], ld[s], li[s], m, k)
+        for b in range(b0, b1):
+            q0 = b * qb
+            finish_lists(ld[b - b0], li[b - b0], out_d, out_i, q0, min(qb, n_q - q0))
 
 
 @njit(cache=True, nogil=True)

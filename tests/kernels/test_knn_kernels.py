@@ -39,6 +39,9 @@ from sksign.kernels._nibbles import (
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
 from sksign.kernels._vector_counts import (
+    CODE_TILE_BYTES,
+    QUERY_BLOCK,
+    SPAN_BLOCKS,
     knn_counts_vectors,
     pairwise_counts_vectors,
     vector_kernels,
@@ -146,6 +149,24 @@ def test_lists_in_a_vector_and_longer_lists_match_the_reference(kernel, k):
     Q, T = _words(rng, 70, 4, 0.9), _words(rng, 300, 4, 0.9)
     T[::5] = T[2]
     np.testing.assert_array_equal(_search(kernel, Q, T, k), _reference(Q, T, k))
+
+
+def test_register_blocks_by_tiles_of_codes_and_spans_of_queries():
+    """Check the register-block search where the codes take two tiles (the
+    second of a few codes, not a multiple of 4) and the queries two spans
+    (the second of one query): the same lists as the reference."""
+    n_words = 64
+    step = CODE_TILE_BYTES // (8 * n_words)
+    n_t, n_q = step + 6, SPAN_BLOCKS * QUERY_BLOCK + 1
+    rng = np.random.default_rng(11)
+    Q, T = _words(rng, n_q, n_words, 0.7), _words(rng, n_t, n_words, 0.7)
+    T[::9] = T[4]  # ties across the tiles
+    T[step + 2] = Q[0]  # the nearest code in the second tile
+    d, i = _search(knn_counts_vectors, Q, T, 5)
+    expected_d, expected_i = _reference(Q, T, 5)
+    np.testing.assert_array_equal(d, expected_d)
+    np.testing.assert_array_equal(i, expected_i)
+    assert i[0, 0] == step + 2
 
 
 @njit
