@@ -295,7 +295,9 @@ def vector_blocks(wt):
 
     A block's words lie 256 bytes apart: read in place from a wide layer's
     rows (a page or more apart), a block's words had shared a few L1 sets,
-    and copying them took a tenth of the products at 1,024 outputs.
+    so the kernel had copied each block on every call. Laid out once, at
+    load, with the affine map applied in registers, the 1024 x 1024 layer
+    at batch 64 went from 62% to 81% of the popcount peak (Intel Xeon).
     """
     n_words, n_out = wt.shape
     n_blocks = -(-n_out // VECTOR_COLUMNS)
