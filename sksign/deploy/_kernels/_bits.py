@@ -50,14 +50,31 @@ def unit_of_bit(word, pos):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _bit_position(j):
+    """Position (0 = least significant) of the bit of unit `j` of a word,
+    ``0 <= j < 64``: the layout of the module docstring."""
+    return 8 * (j // 8) + 7 - j % 8
+
+
+@njit(cache=True, nogil=True, inline="always")
 def word_bit(unit):
     """The ``uint64`` mask of `unit`'s bit in its word ``unit // 64``.
 
-    The inverse of :func:`unit_of_bit`: the one place that writes the bit
-    position of a unit (the layout of the module docstring).
+    The inverse of :func:`unit_of_bit`; with :func:`_unit_shifts`, the
+    kernels' only reading of :func:`_bit_position`.
     """
-    j = unit % 64
-    return np.uint64(1) << np.uint64(8 * (j // 8) + 7 - j % 8)
+    return np.uint64(1) << np.uint64(_bit_position(unit % 64))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unit_shifts():
+    """``shifts[j]`` = the bit position of unit `j` of a word (uint64), for
+    the loops that read a word's units by their own shifts (they
+    vectorise)."""
+    shifts = np.empty(64, np.uint64)
+    for j in range(64):
+        shifts[j] = _bit_position(j)
+    return shifts
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -193,9 +210,7 @@ def unpack_words(words, n_units, out, r0, r1):
 
     A word at a time, each unit by its own shift (a loop that vectorises).
     """
-    shifts = np.empty(64, np.uint64)
-    for j in range(64):
-        shifts[j] = 8 * (j // 8) + 7 - j % 8  # the bit of unit j of a word
+    shifts = _unit_shifts()
     one = np.uint64(1)
     for i in range(r0, r1):
         row = out[i]
@@ -219,9 +234,7 @@ def channel_shares(words, pixels, n_units, out, r0, r1):
     time, each unit by its own shift (a loop that vectorises), with no
     unpacked copy of the maps.
     """
-    shifts = np.empty(64, np.uint64)
-    for j in range(64):
-        shifts[j] = 8 * (j // 8) + 7 - j % 8  # the bit of unit j of a word
+    shifts = _unit_shifts()
     one = np.uint64(1)
     acc = np.empty(n_units, np.int64)
     area = np.float32(pixels)
