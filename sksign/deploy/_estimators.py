@@ -13,10 +13,30 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._shapes import check_sample_shape, split_sample_shape
 from sksign._utils import restore_state_on_error
+from sksign.deploy._kernels import clear_winners
 from sksign.deploy._runtime import PackedNet
 from sksign.kernels import effective_n_threads
 
 __all__ = ["PackedClassifier", "PackedRegressor"]
+
+
+def softmax32(logits):
+    """The float32 softmax of each row of float32 `logits` (as torch's)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True, dtype=np.float32)
+
+
+def predicted_columns(logits):
+    """``softmax32(logits).argmax(axis=1)``, the softmax taken only for the rows
+    whose largest logit does not win by a clear margin (see
+    :mod:`sksign.deploy._kernels._winners`): the same columns, 4 us instead of
+    30 at 256 rows of 10 classes."""
+    columns = np.empty(len(logits), np.int64)
+    if clear_winners(logits, columns):
+        unsure = np.flatnonzero(columns < 0)
+        columns[unsure] = softmax32(logits[unsure]).argmax(axis=1)
+    return columns
 
 
 def _plain_rows(X, n_features):
@@ -157,7 +177,8 @@ class _PackedBase(BaseEstimator):
         Samples with more than one axis must have the shape of those the net
         was fitted on (``input_shape_``), as the torch net requires.
         """
-        check_is_fitted(self, "net_")
+        if "net_" not in vars(self):  # scikit-learn's check costs 5 us
+            check_is_fitted(self, "net_")
         X, shape = split_sample_shape(X)
         rows = None
         if not hasattr(self, "feature_names_in_"):  # else names are compared
@@ -280,11 +301,7 @@ class PackedClassifier(ClassifierMixin, _PackedBase):
         proba : ndarray of shape (n_samples, n_classes)
             float64 probabilities, one column per class of ``classes_``.
         """
-        logits = self._outputs(X)
-        z = logits - logits.max(axis=1, keepdims=True)
-        e = np.exp(z)
-        proba = e / e.sum(axis=1, keepdims=True, dtype=np.float32)
-        return proba.astype(np.float64)
+        return softmax32(self._outputs(X)).astype(np.float64)
 
     def predict(self, X):
         """Predicted class labels.
@@ -297,10 +314,11 @@ class PackedClassifier(ClassifierMixin, _PackedBase):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
-            Labels of ``classes_``.
+            Labels of ``classes_``: the first argmax of :meth:`predict_proba`
+            (found from the logits where a row's largest one wins clearly).
         """
-        proba = self.predict_proba(X)
-        return self.classes_[proba.argmax(axis=1)]
+        columns = predicted_columns(self._outputs(X))  # checks it is fitted
+        return self.classes_[columns]
 
 
 class PackedRegressor(RegressorMixin, _PackedBase):

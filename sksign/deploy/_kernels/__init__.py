@@ -29,6 +29,7 @@ from sksign.deploy._kernels._sums import (
     table_sums,
 )
 from sksign.deploy._kernels._vectors import FLOAT_LANES, LANES, padded_width
+from sksign.deploy._kernels._winners import clear_winners
 from sksign.deploy._kernels._xnor import (
     sign_products,
     xnor_affine,
@@ -43,6 +44,7 @@ __all__ = [
     "affine_rows",
     "bit_accumulate",
     "channel_shares",
+    "clear_winners",
     "count_bits",
     "fire_pixels",
     "float_conv",
