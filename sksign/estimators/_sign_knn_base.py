@@ -18,7 +18,6 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils import gen_batches
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._compat import Interval, StrOptions
@@ -336,7 +335,7 @@ class SignKNNBase(BaseEstimator):
         step = auto_batch_size(self.batch_size, 8 * self._fit_words.shape[1])
         dist = np.empty((n, n_neighbors), dtype=np.int64)
         ind = np.empty((n, n_neighbors), dtype=np.int64)
-        for rows in gen_batches(n, step):
+        for rows in row_batches(n, step):
             d, i = self._search(self._fit_words[rows], n_neighbors + 1)
             dist[rows], ind[rows] = self._drop_self(d, i, rows.start, n_neighbors)
         return dist, ind
@@ -469,7 +468,7 @@ class SignKNNBase(BaseEstimator):
         step = max(1, min(step, (1 << 22) // self.n_samples_fit_))
         all_dist = np.empty(n_queries, dtype=object)
         all_ind = np.empty(n_queries, dtype=object)
-        for rows in gen_batches(n_queries, step):
+        for rows in row_batches(n_queries, step):
             if query_is_train:
                 words = self._fit_words[rows]
             else:

@@ -34,8 +34,8 @@ from numba.extending import intrinsic
 
 from sksign.kernels._ir_loops import counted_loop, splat
 from sksign.kernels._klists import (
+    block_lists,
     finish_lists,
-    list_width,
     start_lists,
     trailing_zeros,
     update_lists,
@@ -406,9 +406,9 @@ def knn_counts_vectors(Q, T, out_d, out_i):
     step = max(4, CODE_TILE_BYTES // (32 * max(1, n_words)) * 4)  # codes, 4 | step
     qt = np.zeros((span, n_words, qb), dtype=np.uint64)
     worst = np.empty((span, qb), dtype=np.int64)
-    width = list_width(k)
-    ld = np.empty((span, qb, width), dtype=np.int64)
-    li = np.empty((span, qb, width), dtype=np.int64)
+    ld, li = block_lists(span * qb, k)  # the lists of the span's blocks
+    ld = ld.reshape((span, qb, ld.shape[1]))
+    li = li.reshape((span, qb, li.shape[1]))
     tile = np.zeros((4, qb), dtype=np.int64)
     for b0 in range(0, n_blocks, span):
         b1 = min(n_blocks, b0 + span)
