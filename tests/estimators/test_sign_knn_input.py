@@ -301,3 +301,37 @@ def test_dask_arrays_get_the_same_checks():
     with pytest.raises(ValueError, match=r"other values: \[2\]"):
         sharded.predict(Qbad)
     np.testing.assert_array_equal(sharded.predict(Q), local.predict(Q))
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize("packed", [False, True])
+def test_plain_query_arrays_answer_as_validated_ones(Estimator, packed, monkeypatch):
+    """Check that plain ndarray queries, which skip scikit-learn's validation,
+    get the answers of the same rows validated, also strided or in Fortran
+    order, and that their values are still checked."""
+    X, y, Q = _codes(seed=3)
+    if packed:
+        X, Q = pack_bits(X), pack_bits(Q)
+    est = Estimator(n_neighbors=3, packed=packed, n_bits=21 if packed else None)
+    est.fit(X, y)
+    with monkeypatch.context() as m:
+        m.setattr(Estimator, "_plain_query", lambda self, X: False)
+        expected = est.predict(Q)
+        dist, ind = est.kneighbors(Q)
+    assert est._plain_query(Q)
+    for view in (Q, np.asfortranarray(Q), np.repeat(Q, 2, axis=0)[::2]):
+        np.testing.assert_array_equal(est.predict(view), expected)
+        got = est.kneighbors(view)
+        np.testing.assert_array_equal(got[0], dist)
+        np.testing.assert_array_equal(got[1], ind)
+    bad = Q.copy()
+    if packed:
+        bad[0, -1] |= 1  # a padding bit of the 21-bit codes
+        match = "padding"
+    else:
+        bad[0, 0] = 2
+        match = "0/1"
+    with pytest.raises(ValueError, match=match):
+        est.predict(bad)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(Q[:, :-1])
