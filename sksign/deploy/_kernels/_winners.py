@@ -35,9 +35,10 @@ def clear_winners(logits, out):
     """``out[i]`` = the column of row i's largest logit where it wins by
     :data:`MARGIN` (computed as the softmax computes it), else -1.
 
-    `logits` is float32 of shape ``(n, k)``, ``k >= 1``; `out` int64 of
-    length n. A row with NaN or an infinity gets -1. Returns the number of
-    rows at -1.
+    `logits` is float32 (or float64) of shape ``(n, k)``, ``k >= 1``; `out`
+    int64 of length n. A row with NaN, or whose largest logit is infinite,
+    gets -1 (a -inf below a finite maximum wins clearly). Returns the number
+    of rows at -1.
     """
     margin = np.float32(MARGIN)
     unsure = 0
