@@ -34,9 +34,10 @@ def _near_ties(rng, n, k, scale):
 
 @pytest.mark.parametrize("k", [1, 2, 3, 10, 1000])
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e4])
-def test_columns_equal_the_softmax_argmax_at_near_ties(k, scale):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_columns_equal_the_softmax_argmax_at_near_ties(k, scale, dtype):
     rng = np.random.default_rng(k)
-    logits = _near_ties(rng, 300, k, scale)
+    logits = _near_ties(rng, 300, k, scale).astype(dtype)
     np.testing.assert_array_equal(predicted_columns(logits), _reference(logits))
 
 
