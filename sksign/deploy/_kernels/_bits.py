@@ -20,6 +20,8 @@ depend on the split.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -33,6 +35,7 @@ __all__ = [
     "channel_shares",
     "count_bits",
     "pack_affine_ge",
+    "pack_flags",
     "pack_ge",
     "unit_of_bit",
     "unpack_words",
@@ -75,6 +78,47 @@ def _unit_shifts():
     for j in range(64):
         shifts[j] = _bit_position(j)
     return shifts
+
+
+def _byte_gather():
+    """The multiplier that gathers the low bits of the 8 bytes of a uint64
+    (byte ``t`` = unit ``t`` of a byte, 0 or 1) into its top byte, unit ``t``
+    at bit ``56 + _bit_position(t)``: a bit of byte ``t`` times ``2**(m_t)``
+    lands there for ``m_t = 56 + _bit_position(t) - 8 t``; the other
+    products land above bit 63 or at distinct bits below 56 (no carry)."""
+    shifts = [56 + _bit_position.py_func(t) - 8 * t for t in range(8)]
+    return np.uint64(sum(1 << m for m in shifts))
+
+
+_BYTE_GATHER = _byte_gather()
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pack_flags(flag_words, out, i):
+    """``out[i]`` = the words of the units whose flag is 1.
+
+    The flags are the bytes of `flag_words` (uint64, ``8 * out.shape[1]``
+    long, written through a ``view(np.uint8)`` made once: a loop that sets
+    flags from a compare vectorises, where setting bits in a word does not),
+    one 0/1 byte per unit, 0 past the row's units. Eight flags read as one
+    little-endian uint64 become a byte of the word by one multiply
+    (:func:`_byte_gather`).
+    """
+    if _LITTLE_ENDIAN:
+        for w in range(out.shape[1]):
+            word = np.uint64(0)
+            for b in range(8):
+                byte = (flag_words[8 * w + b] * _BYTE_GATHER) >> np.uint64(56)
+                word |= byte << np.uint64(8 * b)
+            out[i, w] = word
+    else:
+        flags = flag_words.view(np.uint8)
+        for w in range(out.shape[1]):
+            word = np.uint64(0)
+            for j in range(64):
+                word |= np.uint64(flags[64 * w + j]) * word_bit(j)
+            out[i, w] = word
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.deploy._kernels._bits import unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import pack_flags, unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import origins, tap_offset
 from sksign.kernels import counted_loop, popcount64, splat, target_has
 
@@ -306,34 +306,32 @@ def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
     a time, then summed four at a time (:func:`_exact_pair_sums4`).
     """
     n_out, n_words = threshold.shape[0], out.shape[1]
-    masks = np.empty(64, np.uint64)
-    for j in range(64):
-        masks[j] = word_bit(j)
     t64 = np.empty(n_out, np.float64)
     for o in range(n_out):
         t64[o] = threshold[o]
-    doubt = np.empty(n_words, np.uint64)
+    # per output a 0/1 flag of its bit and of its doubt (set by compares
+    # that vectorise), packed into words by pack_flags
+    fire_words = np.zeros(8 * n_words, np.uint64)
+    near_words = np.zeros(8 * n_words, np.uint64)
+    fire_flags, near_flags = fire_words.view(np.uint8), near_words.view(np.uint8)
+    doubt = np.empty((1, n_words), np.uint64)
     outs = np.empty(n_out + 3, np.int64)  # the outputs in doubt, padded to 4
     for i in range(r0, r1):
         half = _active(x32, i) * (0.5 + 1e-9)
-        any_doubt = np.uint64(0)
-        for w in range(n_words):
-            o0 = 64 * w
-            word = unsure = np.uint64(0)
-            for j in range(min(64, n_out - o0)):
-                o = o0 + j
-                v = scale[o] * sums[i, o] - t64[o]
-                word |= masks[j] & np.uint64(-np.int64(v > 0))
-                near = abs(v) <= half * scale[o] + 1e-300
-                unsure |= masks[j] & np.uint64(-np.int64(near))
-            out[i, w] = word
-            doubt[w] = unsure
-            any_doubt |= unsure
-        if any_doubt == 0:
+        unsure = 0
+        for o in range(n_out):
+            v = scale[o] * sums[i, o] - t64[o]
+            fire_flags[o] = v > 0
+            close = abs(v) <= half * scale[o] + 1e-300
+            near_flags[o] = close
+            unsure += close
+        pack_flags(fire_words, out, i)
+        if unsure == 0:
             continue
+        pack_flags(near_words, doubt, 0)
         c = 0
         for w in range(n_words):
-            bits = doubt[w]
+            bits = doubt[0, w]
             while bits:
                 low = bits & (~bits + np.uint64(1))
                 bits ^= low

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy._kernels._bits import ROW_BLOCK, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import ROW_BLOCK, pack_flags, unit_of_bit, word_bit
 from sksign.kernels import popcount64
 
 __all__ = ["exact_sum", "step_certified", "step_int16"]
@@ -141,22 +141,23 @@ def step_certified(z, xw, abs_sum, threshold, w_rows, out, r0, r1):
     """
     n_out = z.shape[1]
     unit = 2.0**-24
+    flag_words = np.zeros(8 * out.shape[1], np.uint64)
+    flags = flag_words.view(np.uint8)
     for i in range(r0, r1):
         k = 0
         for w in range(xw.shape[1]):
             k += popcount64(xw[i, w])
         ku = (k + 2) * unit
         gamma = 2.0 * ku / (1.0 - ku)
-        # the bits from z, a word at a time with no branch (each bit is a
-        # coin toss), counting the units too close to tell in float32 ...
+        # the bits from z, flags set with no branch (each bit is a coin
+        # toss) and packed into words, counting the units too close to tell
+        # in float32 ...
         unsure = 0
-        for w in range(out.shape[1]):
-            word = np.uint64(0)
-            for o in range(64 * w, min(64 * w + 64, n_out)):
-                v = np.float64(z[i, o]) - np.float64(threshold[o])
-                unsure += abs(v) <= gamma * abs_sum[o] + 1e-300
-                word |= np.uint64(v > 0) * word_bit(o)
-            out[i, w] = word
+        for o in range(n_out):
+            v = np.float64(z[i, o]) - np.float64(threshold[o])
+            unsure += abs(v) <= gamma * abs_sum[o] + 1e-300
+            flags[o] = v > 0
+        pack_flags(flag_words, out, i)
         if unsure == 0:
             continue
         # ... then (rare) their exact sums

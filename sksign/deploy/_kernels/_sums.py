@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import literal_unroll, literally, njit
 
-from sksign.deploy._kernels._bits import unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import pack_flags, unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
     block_buffers,
     epilogue_rows,
@@ -339,12 +339,11 @@ def sum_conv_step(
     channels = w_rows.shape[1] // (g[3] * g[3])
     block, acc, offs, org = block_buffers(width)
     terms = _table_terms(nib_word, nib_shift, table.shape[2], g)
-    # per output: its threshold in float64 and its bit in the word
-    t64 = np.empty(n_out, np.float64)
-    shift = np.empty(n_out, np.uint64)
+    t64 = np.empty(n_out, np.float64)  # the thresholds in float64
     for o in range(n_out):
         t64[o] = threshold[o]
-        shift[o] = popcount64(word_bit(o) - np.uint64(1))
+    flag_words = np.zeros(8 * out.shape[1], np.uint64)
+    flags = flag_words.view(np.uint8)
     units = np.empty(w_rows.shape[1], np.int64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
@@ -352,16 +351,15 @@ def sum_conv_step(
         _sums(*args, b0, nb)
         for r in range(nb):
             row, at = b0 + r, r * width
-            # in vectors: each word of bits, and whether any output is too
-            # close to tell in float32 (no branch on a bit: it is a coin toss)
+            # in vectors: each output's flag, and whether any output is too
+            # close to tell in float32 (no branch on a bit: it is a coin
+            # toss); then the flags into words
             unsure = 0
-            for w in range(out.shape[1]):
-                word = np.uint64(0)
-                for o in range(64 * w, min(n_out, 64 * w + 64)):
-                    v = np.float64(acc[at + o]) - t64[o]
-                    word |= np.uint64(v > 0) << shift[o]
-                    unsure += abs(v) <= bound[o]
-                out[row, w] = word
+            for o in range(n_out):
+                v = np.float64(acc[at + o]) - t64[o]
+                flags[o] = v > 0
+                unsure += abs(v) <= bound[o]
+            pack_flags(flag_words, out, row)
             if unsure:  # rare: sum those in float64 from the weights
                 n_active = _active_units(x, org, r, g, channels, units)
                 for o in range(n_out):
@@ -370,7 +368,7 @@ def sum_conv_step(
                         exact = 0.0
                         for i in range(n_active):
                             exact += np.float64(w_rows[o, units[i]])
-                        bit = np.uint64(1) << shift[o]
+                        bit = word_bit(o)
                         if exact >= t64[o]:
                             out[row, o // 64] |= bit
                         else:
