@@ -63,8 +63,8 @@ def _bit_position(j):
 def word_bit(unit):
     """The ``uint64`` mask of `unit`'s bit in its word ``unit // 64``.
 
-    The inverse of :func:`unit_of_bit`; with :func:`_unit_shifts`, the
-    kernels' only reading of :func:`_bit_position`.
+    The inverse of :func:`unit_of_bit`; with :func:`_unit_shifts` and
+    :func:`_byte_gather`, the kernels' only reading of :func:`_bit_position`.
     """
     return np.uint64(1) << np.uint64(_bit_position(unit % 64))
 
