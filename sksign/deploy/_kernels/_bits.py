@@ -147,17 +147,13 @@ def pack_ge(z, threshold, out, r0, r1):
         Row range.
     """
     n_units = z.shape[1]
-    n_words = out.shape[1]
+    flag_words = np.zeros(8 * out.shape[1], np.uint64)
+    flags = flag_words.view(np.uint8)
     for i in range(r0, r1):
-        for w in range(n_words):
-            word = np.uint64(0)
-            base = 64 * w
-            stop = min(64, n_units - base)
-            for j in range(stop):
-                u = base + j
-                # no branch on the bit (a coin toss for a step of BatchNorm)
-                word |= np.uint64(z[i, u] >= threshold[u]) * word_bit(j)
-            out[i, w] = word
+        for u in range(n_units):
+            # no branch on the bit (a coin toss for a step of BatchNorm)
+            flags[u] = z[i, u] >= threshold[u]
+        pack_flags(flag_words, out, i)
 
 
 #: Units :func:`_affine_step_bits` steps in one vector.
