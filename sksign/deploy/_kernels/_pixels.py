@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy._kernels._bits import word_bit
+from sksign.deploy._kernels._bits import pack_flags
 
 __all__ = ["affine_rows", "fire_pixels"]
 
@@ -83,6 +83,8 @@ def fire_pixels(
     zero = current.dtype.type(0)
     v = np.empty(n_units, current.dtype)
     u = np.empty(n_units, current.dtype)
+    flag_words = np.zeros(8 * wpp, np.uint64)  # a pixel's spikes, 0/1 flags
+    flags = flag_words.view(np.uint8)
     for n in range(r0, r1):
         for k in range(n_units):
             v[k] = zero
@@ -101,12 +103,10 @@ def fire_pixels(
                     uk = vk - threshold
                     u[k] = uk
                     v[k] = (zero if reset_zero else uk) if uk >= zero else vk
-            # then the spikes, packed
-            spikes = out[n * steps + t]
+            # then the spikes, packed a pixel at a time
+            spikes = out[n * steps + t].reshape(n_pix, wpp)
             for p in range(n_pix):
-                for w in range(wpp):
-                    base = p * channels + 64 * w
-                    word = np.uint64(0)
-                    for j in range(min(64, channels - 64 * w)):
-                        word |= np.uint64(u[base + j] >= zero) * word_bit(j)
-                    spikes[p * wpp + w] = word
+                base = p * channels
+                for j in range(channels):
+                    flags[j] = u[base + j] >= zero
+                pack_flags(flag_words, spikes, p)
