@@ -300,10 +300,11 @@ def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
     As :func:`~sksign.deploy._kernels._step.step_int16` does with its sums:
     ``scale * sums`` lies within ``k * scale / 2`` of the exact sum of the
     active float32 weights (``k`` active bits, counted in `x32`); the bit is
-    set from it where that leaves no doubt (a word at a time, no branch on
-    the bit), else from the float64 sum of the weights: about one output in
-    a thousand at 1024 inputs, so the outputs in doubt are marked a word at
-    a time, then summed four at a time (:func:`_exact_pair_sums4`).
+    set from it where that leaves no doubt (0/1 flags with no branch on the
+    bit, packed into words by :func:`~sksign.deploy._kernels._bits.pack_flags`),
+    else from the float64 sum of the weights: about one output in a thousand
+    at 1024 inputs, so the outputs in doubt are flagged alike, then summed
+    four at a time (:func:`_exact_pair_sums4`).
     """
     n_out, n_words = threshold.shape[0], out.shape[1]
     t64 = np.empty(n_out, np.float64)
