@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 from sksign.deploy._kernels import (
     bit_accumulate,
@@ -18,6 +19,7 @@ from sksign.deploy._kernels import (
     unpack_words,
     xnor_affine,
 )
+from sksign.deploy._kernels._bits import flag_buffers, pack_flags
 from sksign.deploy._kernels._madd import BLOCK_ROWS, step_by_pairs
 from sksign.deploy._kernels._xnor import vector_blocks, xnor_affine_vectors
 from sksign.kernels import pack_bits, packed_to_words
@@ -363,27 +365,25 @@ def test_word_bit_is_the_inverse_of_unit_of_bit_and_matches_pack_bits():
         assert int(words[0, u // 64]) == mask
 
 
+@njit
+def _packed_flags(bits, out, i):
+    """`out[i]` from the 0/1 values `bits` through flag_buffers and pack_flags."""
+    flag_words, flags = flag_buffers(out.shape[1])
+    for u in range(bits.shape[0]):
+        flags[u] = bits[u]
+    pack_flags(flag_words, out, i)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 200), st.integers(0, 2**32 - 1))
 def test_pack_flags_packs_as_pack_bits(n_units, seed):
     """Check the multiply that packs 0/1 flags, 8 at a time, against
     pack_bits + packed_to_words on random flags of any count (the flags
     past the units 0)."""
-    from numba import njit
-
-    from sksign.deploy._kernels._bits import pack_flags
-
-    @njit
-    def run(flags, out, i):
-        pack_flags(flags, out, i)
-
     rng = np.random.default_rng(seed)
     bits = rng.integers(0, 2, (1, n_units), dtype=np.uint8)
-    n_words = -(-n_units // 64)
-    flag_words = np.zeros(8 * n_words, np.uint64)
-    flag_words.view(np.uint8)[:n_units] = bits[0]
-    out = np.zeros((2, n_words), np.uint64)
-    run(flag_words, out, 1)
+    out = np.zeros((2, -(-n_units // 64)), np.uint64)
+    _packed_flags(bits[0], out, 1)
     np.testing.assert_array_equal(out[1], packed_to_words(pack_bits(bits), n_units)[0])
     assert not out[0].any()
 

@@ -34,6 +34,7 @@ __all__ = [
     "bit_accumulate",
     "channel_shares",
     "count_bits",
+    "flag_buffers",
     "pack_affine_ge",
     "pack_flags",
     "pack_ge",
@@ -95,13 +96,22 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 @njit(cache=True, nogil=True, inline="always")
+def flag_buffers(n_words):
+    """``(flag_words, flags)`` for :func:`pack_flags`: zeroed uint64 words for
+    rows of `n_words` words and their bytes as uint8, one flag a unit (a
+    loop that sets flags from a compare vectorises, where setting bits in a
+    word does not). Flags past a row's units stay 0 as long as no loop
+    writes them."""
+    flag_words = np.zeros(8 * n_words, np.uint64)
+    return flag_words, flag_words.view(np.uint8)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def pack_flags(flag_words, out, i):
     """``out[i]`` = the words of the units whose flag is 1.
 
-    The flags are the bytes of `flag_words` (uint64, ``8 * out.shape[1]``
-    long, written through a ``view(np.uint8)`` made once: a loop that sets
-    flags from a compare vectorises, where setting bits in a word does not),
-    one 0/1 byte per unit, 0 past the row's units. Eight flags read as one
+    The flags are the bytes of `flag_words` (of :func:`flag_buffers`), one
+    0/1 byte per unit, 0 past the row's units. Eight flags read as one
     little-endian uint64 become a byte of the word by one multiply
     (:func:`_byte_gather`).
     """
@@ -147,8 +157,7 @@ def pack_ge(z, threshold, out, r0, r1):
         Row range.
     """
     n_units = z.shape[1]
-    flag_words = np.zeros(8 * out.shape[1], np.uint64)
-    flags = flag_words.view(np.uint8)
+    flag_words, flags = flag_buffers(out.shape[1])
     for i in range(r0, r1):
         for u in range(n_units):
             # no branch on the bit (a coin toss for a step of BatchNorm)

@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.deploy._kernels._bits import pack_flags, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import flag_buffers, pack_flags, unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import origins, tap_offset
 from sksign.kernels import counted_loop, popcount64, splat, target_has
 
@@ -312,9 +312,8 @@ def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
         t64[o] = threshold[o]
     # per output a 0/1 flag of its bit and of its doubt (set by compares
     # that vectorise), packed into words by pack_flags
-    fire_words = np.zeros(8 * n_words, np.uint64)
-    near_words = np.zeros(8 * n_words, np.uint64)
-    fire_flags, near_flags = fire_words.view(np.uint8), near_words.view(np.uint8)
+    fire_words, fire_flags = flag_buffers(n_words)
+    near_words, near_flags = flag_buffers(n_words)
     doubt = np.empty((1, n_words), np.uint64)
     outs = np.empty(n_out + 3, np.int64)  # the outputs in doubt, padded to 4
     for i in range(r0, r1):

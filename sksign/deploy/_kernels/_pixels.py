@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy._kernels._bits import pack_flags
+from sksign.deploy._kernels._bits import flag_buffers, pack_flags
 
 __all__ = ["affine_rows", "fire_pixels"]
 
@@ -83,8 +83,7 @@ def fire_pixels(
     zero = current.dtype.type(0)
     v = np.empty(n_units, current.dtype)
     u = np.empty(n_units, current.dtype)
-    flag_words = np.zeros(8 * wpp, np.uint64)  # a pixel's spikes, 0/1 flags
-    flags = flag_words.view(np.uint8)
+    flag_words, flags = flag_buffers(wpp)  # a pixel's spikes
     for n in range(r0, r1):
         for k in range(n_units):
             v[k] = zero

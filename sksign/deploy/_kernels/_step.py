@@ -12,7 +12,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sksign.deploy._kernels._bits import ROW_BLOCK, pack_flags, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import (
+    ROW_BLOCK,
+    flag_buffers,
+    pack_flags,
+    unit_of_bit,
+    word_bit,
+)
 from sksign.kernels import popcount64
 
 __all__ = ["exact_sum", "step_certified", "step_int16"]
@@ -141,8 +147,7 @@ def step_certified(z, xw, abs_sum, threshold, w_rows, out, r0, r1):
     """
     n_out = z.shape[1]
     unit = 2.0**-24
-    flag_words = np.zeros(8 * out.shape[1], np.uint64)
-    flags = flag_words.view(np.uint8)
+    flag_words, flags = flag_buffers(out.shape[1])
     for i in range(r0, r1):
         k = 0
         for w in range(xw.shape[1]):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import literal_unroll, literally, njit
 
-from sksign.deploy._kernels._bits import pack_flags, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import flag_buffers, pack_flags, unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import (
     block_buffers,
     epilogue_rows,
@@ -342,8 +342,7 @@ def sum_conv_step(
     t64 = np.empty(n_out, np.float64)  # the thresholds in float64
     for o in range(n_out):
         t64[o] = threshold[o]
-    flag_words = np.zeros(8 * out.shape[1], np.uint64)
-    flags = flag_words.view(np.uint8)
+    flag_words, flags = flag_buffers(out.shape[1])
     units = np.empty(w_rows.shape[1], np.int64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
