@@ -11,9 +11,9 @@ import time
 import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
-from sksign.deploy._kernels import sign_products, table_sums
+from sksign.deploy._kernels import sign_products, step_products, table_sums
 from sksign.deploy._runtime import OPS, PackedNet
-from sksign.kernels import effective_n_threads, popcount_instructions, target_has
+from sksign.kernels import effective_n_threads, popcount_instructions
 
 __all__ = ["packed_summary"]
 
@@ -162,7 +162,9 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         convolutions of real weights on bit maps add their table rows:
         vectors of 16 floats on AVX-512, else of 8), ``step_products``
         (how layers of real weights on bits followed by a step multiply 8 rows
-        or more here: ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
+        or more here: by look-up tables of 14-bit weights with ``vpermb`` and
+        ``vpdpbusd`` from 32 rows where the CPU has AVX-512 VBMI and VNNI,
+        ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
         ``"float32 BLAS of the unpacked bits"``), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
@@ -223,11 +225,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
     total["popcount"] = popcount_instructions()
     total["sign_products"] = sign_products()
     total["map_sums"] = table_sums()
-    total["step_products"] = (
-        "int16 x bits by vpmaddwd (AVX2), exact int32"
-        if target_has("avx2")
-        else "float32 BLAS of the unpacked bits"
-    )
+    total["step_products"] = step_products()
     footer = [
         f"weights: {pk} bytes packed vs {f32} bytes float32 "
         f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",

@@ -285,7 +285,7 @@ def test_certified_steps_equal_the_step_of_the_exact_sum(n_in, n_out, ties):
         wt = (rng.standard_normal((n_in, n_out)) * 0.1).astype(np.float32)
         thr = (rng.standard_normal(n_out) * 0.1).astype(np.float32)
     xw = _words(bits)
-    q, scale, abs_sum, w_rows, pairs = _quantise(wt)
+    q, scale, abs_sum, w_rows, pairs, _lut = _quantise(wt)
     ref = _exact_step(bits, wt, thr)
     n_words = -(-n_out // 64)
     out = np.empty((n, n_words), np.uint64)
@@ -322,7 +322,7 @@ def test_certified_step_falls_back_when_the_float_sum_is_off():
     thr = np.array([1e-8], np.float32)  # exact sum 1e-8 >= 1e-8: fires
     bits = np.array([[1, 1, 1]], np.uint8)
     z = np.array([[0.0]], np.float32)  # float32 (1 + 1e-8) - 1 = 0 < thr
-    _, _, abs_sum, w_rows, _ = _quantise(wt)
+    _, _, abs_sum, w_rows, _, _ = _quantise(wt)
     out = np.empty((1, 1), np.uint64)
     step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
     got = np.empty((1, 1), np.uint8)
@@ -341,7 +341,7 @@ def test_certified_step_clears_a_bit_the_float_sum_sets():
     thr = np.zeros(3, np.float32)
     bits = np.array([[1, 1, 1]], np.uint8)
     z = np.array([[1.0, 1e-9, -1.0]], np.float32)  # output 1 wrong, above 0
-    _, _, abs_sum, w_rows, _ = _quantise(wt)
+    _, _, abs_sum, w_rows, _, _ = _quantise(wt)
     out = np.empty((1, 1), np.uint64)
     step_certified(z, _words(bits), abs_sum, thr, w_rows, out, 0, 1)
     got = np.empty((1, 3), np.uint8)

@@ -132,7 +132,7 @@ def test_sum_conv_step_is_the_exact_step(n, c, size, oc, k, s, p, tables, bits):
     )
     np.testing.assert_array_equal(out, ref.reshape(out.shape))
     if target_has("avx2"):  # the vpmaddwd products of the patches, certified
-        _, scale, _, w_rows, pairs = quantise(wt)
+        _, scale, _, w_rows, pairs, _ = quantise(wt)
         by_pairs = np.empty_like(out)
         step_by_pairs(
             (words.reshape(-1), g, c, pairs, scale, threshold), w_rows, by_pairs, 2

@@ -71,7 +71,9 @@ def test_pair_sums_equal_the_integer_product(rows, n_in, n_out, seed):
 @pytest.mark.parametrize("rows", [BLAS_MIN_ROWS, 64, 67])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_step_rows_gives_the_same_bits_by_pairs_or_blas(rows, n_threads, monkeypatch):
-    """Check the layer's two paths for many rows (and the threads) agree."""
+    """Check the layer's paths for many rows (and the threads) agree: the
+    ``vpmaddwd`` pairs, the BLAS product and, where the CPU has them, the
+    look-up tables."""
     rng = np.random.default_rng(rows)
     n_in, n_out = 300, 100
     wt = rng.integers(-3, 4, (n_in, n_out)).astype(np.float32)  # ties
@@ -80,9 +82,12 @@ def test_step_rows_gives_the_same_bits_by_pairs_or_blas(rows, n_threads, monkeyp
     steps = quantise(wt)
     assert steps[4] is not None
     xw = _words(bits)
-    by_pairs = step_rows(wt, steps, thr, xw, n_in, n_out, n_threads)
-    by_blas = step_rows(wt, (*steps[:4], None), thr, xw, n_in, n_out, n_threads)
+    by_pairs = step_rows(wt, (*steps[:5], None), thr, xw, n_in, n_out, n_threads)
+    by_blas = step_rows(wt, (*steps[:4], None, None), thr, xw, n_in, n_out, n_threads)
     np.testing.assert_array_equal(by_pairs, by_blas)
+    if steps[5] is not None:
+        by_lut = step_rows(wt, steps, thr, xw, n_in, n_out, n_threads)
+        np.testing.assert_array_equal(by_lut, by_blas)
     exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
     np.testing.assert_array_equal(by_pairs, _words(exact.astype(np.uint8)))
 
@@ -137,7 +142,7 @@ def test_steps_in_doubt_read_no_weight_past_an_odd_count(n_in):
     bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
     bits[:, -1] = 1
     thr = (bits[0].astype(np.float64) @ wt).astype(np.float32)  # ties on row 0
-    _, scale, _, w_rows, pairs = quantise(wt)
+    _, scale, _, w_rows, pairs, _ = quantise(wt)
     after = np.full(n_out * n_in + 16, np.nan, np.float32)
     w_rows_nan = after[: n_out * n_in].reshape(n_out, n_in)
     w_rows_nan[:] = w_rows

@@ -14,6 +14,7 @@ import torch
 from sklearn.dummy import DummyClassifier
 
 from sksign.deploy import pack, packed_summary
+from sksign.deploy._kernels._lut import lut_available
 from sksign.deploy._summary import _verdict
 from sksign.estimators import HTAFNetClassifier
 from sksign.kernels import popcount_instructions, target_has
@@ -62,9 +63,11 @@ def test_bytes_per_layer(bnn):
     assert total["popcount"] == popcount_instructions()
     assert f"popcount kernels compiled for: {total['popcount']}." in table
     # and the path of the step layers' products of many rows
-    assert total["step_products"].startswith(
-        "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
-    )
+    if lut_available():
+        expected = "14-bit weight tables"
+    else:
+        expected = "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
+    assert total["step_products"].startswith(expected)
     assert f"8 rows or more: {total['step_products']}." in table
     # and how the sign x sign layers count: vpopcntq register blocks only
     # where the CPU has the vector popcount

@@ -20,6 +20,7 @@ from sksign.deploy._kernels._bits import (
     unpack_words,
 )
 from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._lut import step_products
 from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
@@ -55,6 +56,7 @@ __all__ = [
     "sign_products",
     "step_certified",
     "step_int16",
+    "step_products",
     "sum_conv",
     "sum_conv_step",
     "table_sums",

@@ -41,11 +41,15 @@ __all__ = [
     "BLOCK_ROWS",
     "MAX_INPUTS",
     "PAIRS_MIN_CHANNELS",
+    "active_units",
+    "coarse_flags",
     "conv_step_by_pairs",
+    "exact_pair_sum",
     "pair_bits",
     "pair_sums",
     "pair_weights",
     "patch_pairs",
+    "step_buffers",
     "step_by_pairs",
     "step_pairs",
 ]
@@ -245,7 +249,7 @@ def step_by_pairs(xw, n_in, w32, scale, threshold, w_rows, x32, sums, out, t0, t
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _active(x32, i):
+def active_units(x32, i):
     """Number of 1 units of row `i` of paired bits."""
     k = 0
     for p in range(x32.shape[1]):
@@ -261,7 +265,7 @@ def _unit(x32, i, u):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _exact_pair_sum(x32, i, w_rows, o):
+def exact_pair_sum(x32, i, w_rows, o):
     """``sum(w_rows[o, u])`` over the 1 units u of row `i`, in float64.
 
     In unit order over the layer's ``w_rows.shape[1]`` units (never the
@@ -277,7 +281,7 @@ def _exact_pair_sum(x32, i, w_rows, o):
 
 @njit(cache=True, nogil=True, fastmath=False)
 def _exact_pair_sums4(x32, i, w_rows, outs, at):
-    """:func:`_exact_pair_sum` of the outputs ``outs[at : at + 4]`` at once.
+    """:func:`exact_pair_sum` of the outputs ``outs[at : at + 4]`` at once.
 
     Four independent sums, each in unit order (the same float64 sums one by
     one), overlap their adds: a lone sum waits on each add before the next.
@@ -291,6 +295,37 @@ def _exact_pair_sums4(x32, i, w_rows, outs, at):
         sc += np.float64(w_rows[oc, u]) * bit
         sd += np.float64(w_rows[od, u]) * bit
     return sa, sb, sc, sd
+
+
+@njit(cache=True, nogil=True)
+def step_buffers(threshold, n_words):
+    """The thresholds in float64 and the buffers of a certified step: per
+    output a 0/1 flag of its bit and of its doubt (set by compares that
+    vectorise, :func:`coarse_flags`) with their words
+    (:func:`~sksign.deploy._kernels._bits.flag_buffers`), and one row of
+    words of the outputs in doubt."""
+    t64 = np.empty(threshold.shape[0], np.float64)
+    for o in range(threshold.shape[0]):
+        t64[o] = threshold[o]
+    fire_words, fire_flags = flag_buffers(n_words)
+    near_words, near_flags = flag_buffers(n_words)
+    doubt = np.empty((1, n_words), np.uint64)
+    return t64, fire_words, fire_flags, near_words, near_flags, doubt
+
+
+@njit(cache=True, nogil=True, inline="always")
+def coarse_flags(row_sums, scale, t64, half, fire_flags, near_flags):
+    """Per output the flag of ``scale * sum > threshold`` and of its doubt
+    (within ``half * scale`` of it: `half` is half a step of each active
+    unit's rounding); the number in doubt. Compares that vectorise."""
+    unsure = 0
+    for o in range(t64.shape[0]):
+        v = scale[o] * row_sums[o] - t64[o]
+        fire_flags[o] = v > 0
+        close = abs(v) <= half * scale[o] + 1e-300
+        near_flags[o] = close
+        unsure += close
+    return unsure
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -307,24 +342,13 @@ def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
     four at a time (:func:`_exact_pair_sums4`).
     """
     n_out, n_words = threshold.shape[0], out.shape[1]
-    t64 = np.empty(n_out, np.float64)
-    for o in range(n_out):
-        t64[o] = threshold[o]
-    # per output a 0/1 flag of its bit and of its doubt (set by compares
-    # that vectorise), packed into words by pack_flags
-    fire_words, fire_flags = flag_buffers(n_words)
-    near_words, near_flags = flag_buffers(n_words)
-    doubt = np.empty((1, n_words), np.uint64)
+    t64, fire_words, fire_flags, near_words, near_flags, doubt = step_buffers(
+        threshold, n_words
+    )
     outs = np.empty(n_out + 3, np.int64)  # the outputs in doubt, padded to 4
     for i in range(r0, r1):
-        half = _active(x32, i) * (0.5 + 1e-9)
-        unsure = 0
-        for o in range(n_out):
-            v = scale[o] * sums[i, o] - t64[o]
-            fire_flags[o] = v > 0
-            close = abs(v) <= half * scale[o] + 1e-300
-            near_flags[o] = close
-            unsure += close
+        half = active_units(x32, i) * (0.5 + 1e-9)
+        unsure = coarse_flags(sums[i], scale, t64, half, fire_flags, near_flags)
         pack_flags(fire_words, out, i)
         if unsure == 0:
             continue
@@ -345,7 +369,7 @@ def step_pairs(sums, x32, scale, threshold, w_rows, out, r0, r1):
                 s = _exact_pair_sums4(x32, i, w_rows, outs, g)
                 m = min(4, c - g)
             else:
-                s = (_exact_pair_sum(x32, i, w_rows, outs[g]), 0.0, 0.0, 0.0)
+                s = (exact_pair_sum(x32, i, w_rows, outs[g]), 0.0, 0.0, 0.0)
                 m = 1
             for e in range(m):
                 o = outs[g + e]

@@ -8,6 +8,7 @@ Numpy and numba only: no torch.
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import pairwise
 
 import numpy as np
@@ -22,6 +23,15 @@ from sksign.deploy._kernels import (
     step_certified,
     step_int16,
     unpack_words,
+)
+from sksign.deploy._kernels._lut import (
+    LUT_BLOCKS,
+    LUT_ROWS,
+    LUT_SPLIT_OUTPUTS,
+    lut_available,
+    lut_inputs,
+    lut_weights,
+    step_by_lut,
 )
 from sksign.deploy._kernels._madd import (
     BLOCK_ROWS,
@@ -41,11 +51,14 @@ __all__ = [
     "BYTE_TABLE_MAX_BYTES",
     "BYTE_TABLE_ROW_BYTES",
     "LUT_MAX_BYTES",
+    "LUT_STEP_MAX_BYTES",
+    "LUT_STEP_MIN_ROWS",
     "MAP_CONV_EPILOGUES",
     "NIBBLE_TABLE_ROW_BYTES",
     "SPARSE_DENSITY",
     "SPARSE_MAP_CHANNELS",
     "Context",
+    "LutSteps",
     "SumConv",
     "channels_first",
     "density",
@@ -111,6 +124,13 @@ BYTE_TABLE_ROW_BYTES = 4096 if FLOAT_LANES == 8 else 64
 #: (WRN-10-2, ResNet-18) than with the former 4096 bytes; the limit keeps a
 #: table of tens of MB from being read for a row or two).
 NIBBLE_TABLE_ROW_BYTES = 2**18
+#: Largest look-up tables (bytes, per layer: 8 per input and output) of a
+#: layer of real weights on bits before a step (:class:`LutSteps`); past
+#: this, its products of many rows stay with ``vpmaddwd``.
+LUT_STEP_MAX_BYTES = 2**28
+#: Rows from which such a layer sums by its look-up tables: a call computes
+#: whole tiles of :data:`~sksign.deploy._kernels._lut.LUT_ROWS` rows.
+LUT_STEP_MIN_ROWS = 32
 #: A real-weights convolution sums by weight rows, whatever its tables, on
 #: maps of C channels with fewer than C / SPARSE_MAP_CHANNELS of their bits
 #: set (measured alike on batches of 64: weight rows win below about 2%, 4%,
@@ -250,16 +270,36 @@ def channels_first(rows, n, h, w):
     )
 
 
+class LutSteps:
+    """The look-up tables of a layer's weights (:mod:`sksign.deploy._kernels._lut`),
+    made at their first use: ``tables`` is
+    :func:`~sksign.deploy._kernels._lut.lut_weights` of them.
+
+    Parameters
+    ----------
+    wt : ndarray of shape (n_in, n_out), dtype float32
+    """
+
+    def __init__(self, wt):
+        self.wt = wt
+
+    @cached_property
+    def tables(self):
+        return lut_weights(self.wt)
+
+
 def quantise(wt):
     """16-bit weights of a layer followed by a step, and what certifies them.
 
-    Returns ``(q, scale, abs_sum, w_rows, pairs)``: ``q = rint(wt / scale)``
+    Returns ``(q, scale, abs_sum, w_rows, pairs, lut)``: ``q = rint(wt / scale)``
     as int16 with ``scale = max |wt| / 32767`` per output (so
     ``|wt - q * scale| <= scale / 2``), ``sum |wt|`` per output, the float32
     weights one row per output (for the rare exact sums), and ``q`` laid
     out for the ``vpmaddwd`` products of many rows
     (:func:`~sksign.deploy._kernels._madd.pair_weights`; None where the CPU
-    has no AVX2 or the layer more inputs than int32 sums exactly).
+    has no AVX2 or the layer more inputs than int32 sums exactly), and the
+    layer's :class:`LutSteps` (None where the CPU lacks AVX-512 VBMI or VNNI,
+    or the tables would take more than :data:`LUT_STEP_MAX_BYTES`).
     """
     w64 = wt.astype(np.float64)
     top = np.abs(w64).max(axis=0) if len(w64) else np.zeros(wt.shape[1])
@@ -269,7 +309,13 @@ def quantise(wt):
     pairs = None
     if target_has("avx2") and len(q) <= MAX_INPUTS:
         pairs = pair_weights(q)
-    return np.ascontiguousarray(q), scale, abs_sum, np.ascontiguousarray(wt.T), pairs
+    lut = None
+    n_in, n_out = wt.shape
+    lut_bytes = 8 * 64 * -(-n_in // 64) * n_out
+    if lut_available() and n_in <= MAX_INPUTS and lut_bytes <= LUT_STEP_MAX_BYTES:
+        lut = LutSteps(wt)
+    w_rows = np.ascontiguousarray(wt.T)
+    return np.ascontiguousarray(q), scale, abs_sum, w_rows, pairs, lut
 
 
 def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
@@ -281,9 +327,11 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     (:func:`~sksign.deploy._kernels.step_int16`); more rows multiply the bits
     by the int16 weights with ``vpmaddwd`` where the CPU has AVX2
     (:mod:`sksign.deploy._kernels._madd`), else by a float32 BLAS product;
+    from :data:`LUT_STEP_MIN_ROWS` rows they sum by table look-ups where the
+    CPU has AVX-512 VBMI and VNNI (:mod:`sksign.deploy._kernels._lut`);
     each step certified (exact whatever the path).
     """
-    q, scale, abs_sum, w_rows, pairs = steps
+    q, scale, abs_sum, w_rows, pairs, lut = steps
     rows = x.shape[0]
     out = empty((rows, -(-n_out // 64)), np.uint64)
     if rows < BLAS_MIN_ROWS:
@@ -297,6 +345,8 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
             ]
             run_in_threads(step_int16, tasks, n_threads)
         return out
+    if lut is not None and rows >= LUT_STEP_MIN_ROWS:
+        return step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads)
     if pairs is not None:
         args = (x, width, pairs, scale, threshold)
         return step_by_pairs(args, w_rows, out, n_threads, dense_kernel)
@@ -305,6 +355,37 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
         run_rows(unpack_words, rows, n_threads, x, width, dense)
     z = blas_product(dense.astype(np.float32, copy=False), wt, n_threads)
     run_rows(step_certified, rows, n_threads, z, x, abs_sum, threshold, w_rows, out)
+    return out
+
+
+def step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads):
+    """Fill `out` with the certified steps of the look-up sums of `lut`
+    (a :class:`LutSteps`) on the rows of words `x`.
+
+    Each thread takes whole tiles of rows, bits to step in one task; with
+    fewer tiles than threads, the threads take ranges of outputs instead
+    (whole words and tiles of outputs) of inputs made first.
+    """
+    tables = lut.tables[0]
+    rows, n_out = out.shape[0], threshold.shape[0]
+    tiles = -(-rows // LUT_ROWS)
+    idx = empty((tiles * LUT_BLOCKS, 64 * x.shape[1]), np.uint32)
+    x32 = zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
+    sums = empty((tiles * LUT_ROWS, tables.shape[0]), np.int32)
+    args = (x, width, lut.tables, threshold, w_rows, idx, x32, sums, out)
+    parts = -(-n_out // LUT_SPLIT_OUTPUTS)
+    if n_threads <= 1 or (tiles < n_threads and parts < 2):
+        step_by_lut(*args, 0, tiles, 0, n_out)
+    elif tiles >= n_threads:
+        tasks = [(*args, a, b, 0, n_out) for a, b in split(tiles, n_threads)]
+        run_in_threads(step_by_lut, tasks, n_threads)
+    else:
+        lut_inputs(x, width, idx, x32, 0, tiles)
+        tasks = [
+            (*args, 0, tiles, a * LUT_SPLIT_OUTPUTS, min(n_out, b * LUT_SPLIT_OUTPUTS))
+            for a, b in split(parts, n_threads)
+        ]
+        run_in_threads(step_by_lut, tasks, n_threads)
     return out
 
 

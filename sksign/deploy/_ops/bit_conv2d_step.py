@@ -41,7 +41,7 @@ def prepare(layer, ctx):
         rows = xs[0].shape[0] * pixels
         out = empty((rows, -(-oc // 64)), np.uint64)
         if pairs[4] is not None and oc >= PAIRS_MIN_CHANNELS:
-            _, scale, _, rows_w, w32 = pairs
+            _, scale, _, rows_w, w32, _ = pairs
             args = (xs[0].reshape(-1), g, attrs["shape"][0], w32, scale, threshold)
             step_by_pairs(args, rows_w, out, n_threads)
             return out.reshape(xs[0].shape[0], -1)
