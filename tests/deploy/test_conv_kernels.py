@@ -16,7 +16,7 @@ from sksign.deploy._kernels import (
     sum_conv_step,
     xnor_conv,
 )
-from sksign.deploy._kernels._madd import patch_pairs
+from sksign.deploy._kernels._madd import patch_pairs, patch_words
 from sksign.deploy._maps import (
     compact_taps,
     conv_corrections,
@@ -27,8 +27,13 @@ from sksign.deploy._maps import (
     tap_layout,
     words_per_pixel,
 )
-from sksign.deploy._ops._common import quantise, step_by_pairs, sum_bound
-from sksign.kernels import packed_to_words, target_has
+from sksign.deploy._ops._common import (
+    quantise,
+    step_by_lut_tiles,
+    step_by_pairs,
+    sum_bound,
+)
+from sksign.kernels import pack_bits, packed_to_words, target_has
 
 #: The epilogue arguments of sum_conv and float_conv that take over nothing.
 NO_EPILOGUE = (
@@ -49,6 +54,8 @@ GEOMETRIES = [
     (2, 130, 4, 17, 1, 2, 0),
     (1, 1, 1, 1, 1, 1, 0),
     (5, 12, 6, 33, 3, 1, 1),
+    (3, 8, 5, 130, 3, 2, 1),
+    (2, 24, 6, 128, 3, 1, 1),
 ]
 
 
@@ -138,6 +145,14 @@ def test_sum_conv_step_is_the_exact_step(n, c, size, oc, k, s, p, tables, bits):
             (words.reshape(-1), g, c, pairs, scale, threshold), w_rows, by_pairs, 2
         )
         np.testing.assert_array_equal(by_pairs, out)
+    lut = quantise(wt)[5]
+    if lut is not None and c % 8 == 0:  # the look-up sums of the patches' words
+        width = len(wt)
+        patches = np.empty((rows, -(-width // 64)), np.uint64)
+        patch_words(words.reshape(-1), g, c, patches, 0, rows)
+        by_lut = np.empty_like(out)
+        step_by_lut_tiles(lut, threshold, patches, width, w_rows, by_lut, 2)
+        np.testing.assert_array_equal(by_lut, out)
 
 
 @pytest.mark.skipif(not target_has("avx2"), reason="needs AVX2")
@@ -154,6 +169,24 @@ def test_patch_pairs_are_the_patches(n, c, size, oc, k, s, p):
     pairs = np.zeros((len(patches), 2 * x32.shape[1]), np.int32)
     pairs[:, :width] = patches
     np.testing.assert_array_equal(x32, pairs[:, 0::2] | (pairs[:, 1::2] << 16))
+
+
+@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+def test_patch_words_are_the_packed_patches(n, c, size, oc, k, s, p):
+    """Check the patches as rows of words against im2col packed by
+    :func:`~sksign.kernels.pack_bits` (channels in whole bytes only), every
+    word written (the buffer starts full of ones)."""
+    if c % 8:
+        pytest.skip("patch_words takes channels in whole bytes")
+    rng = np.random.default_rng(c * 3 + size)
+    on, words = _maps(rng, n, c, size)
+    g = map_geometry(_attrs(c, size, oc, k, s, p))
+    patches = _patches(on, k, s, p).astype(np.uint8)
+    width = patches.shape[1]
+    pw = np.full((len(patches), -(-width // 64)), ~np.uint64(0), np.uint64)
+    patch_words(words.reshape(-1), g, c, pw, 0, len(patches) // 2)
+    patch_words(words.reshape(-1), g, c, pw, len(patches) // 2, len(patches))
+    np.testing.assert_array_equal(pw, packed_to_words(pack_bits(patches), width))
 
 
 @pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)

@@ -21,7 +21,7 @@ from sksign.deploy._kernels._bits import (
 )
 from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
 from sksign.deploy._kernels._lut import step_products
-from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
+from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS, patch_words
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import (
@@ -53,6 +53,7 @@ __all__ = [
     "pack_affine_ge",
     "pack_ge",
     "padded_width",
+    "patch_words",
     "sign_products",
     "step_certified",
     "step_int16",

@@ -49,6 +49,7 @@ __all__ = [
     "pair_sums",
     "pair_weights",
     "patch_pairs",
+    "patch_words",
     "step_buffers",
     "step_by_pairs",
     "step_pairs",
@@ -418,6 +419,27 @@ def patch_pairs(x, g, channels, x32, r0, r1):
                         on = (x[o + c // 64] & word_bit(c)) != 0
                         u = base + c
                         x32[row, u >> 1] |= np.int32(on) << (16 * (u & 1))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def patch_words(x, g, channels, pw, r0, r1):
+    """Rows ``r0:r1`` of `pw`: the patch of each output row of a map
+    convolution as a row of words in the unit layout, units in the order of
+    the weight rows, ``(ky, kx, c)``; padded taps and units past the patch
+    are 0. Channels in whole bytes (``channels % 8 == 0``), so a tap's
+    bytes are its pixel's first ``channels / 8`` bytes, copied."""
+    k, n_bytes = g[3], channels // 8
+    xb, pb = x.view(np.uint8), pw.view(np.uint8)
+    org = np.empty((PATCH_BLOCK, 3), np.int64)
+    for b0 in range(r0, r1, PATCH_BLOCK):
+        origins(b0, min(PATCH_BLOCK, r1 - b0), g, org)
+        for row in range(b0, min(b0 + PATCH_BLOCK, r1)):
+            pb[row, :] = 0
+            for tap in range(k * k):
+                o = tap_offset(org, row - b0, tap // k, tap % k, g)
+                if o >= 0:
+                    at = tap * n_bytes
+                    pb[row, at : at + n_bytes] = xb[8 * o : 8 * o + n_bytes]
 
 
 @njit(cache=True, nogil=True, fastmath=False)
