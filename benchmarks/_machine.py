@@ -6,12 +6,14 @@ its popcount rate, measured in the same run as the kernels they rate."""
 
 import platform
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 from _timing import best_of  # benchmarks/_timing.py, beside this script
 from numba import njit
 
+from sksign._threads import run_in_threads
 from sksign.kernels import popcount64, popcount_instructions
 from sksign.kernels._vector_counts import xor_count_block
 
@@ -112,6 +114,44 @@ def popcount_peak(repeats=20000, threads=1):
     return 64 * 512 * repeats / min(t for t, _ in times)
 
 
+@njit(cache=True, nogil=True)
+def _no_work(out, i):
+    out[i] = i
+
+
+def _python_for(seconds):
+    """Run Python (holding the GIL) for about `seconds`."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def handoff_seconds(calls=400):
+    """Median time one parallel call on two threads takes beyond doing its
+    two (empty) tasks on the calling thread: waking a pool thread, and
+    waiting for it (:func:`sksign._threads.run_in_threads`).
+
+    The caller runs Python between the calls, as a forward does between its
+    layers. A layer split over two threads saves time only where half its
+    work takes longer than this (and than reading its weights into the
+    second core's cache).
+    """
+    out = np.zeros(2, np.int64)
+    tasks = [(out, 0), (out, 1)]
+    _no_work(out, 0)
+    times = {}
+    for n in (1, 2, 1, 2):
+        run_in_threads(_no_work, tasks, n)  # pool made, both paths warm
+        ts = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            run_in_threads(_no_work, tasks, n)
+            ts.append(time.perf_counter() - t0)
+            _python_for(5e-5)  # the caller busy in Python, as between layers
+        times[n] = min(times.get(n, np.inf), float(np.median(ts)))
+    return times[2] - times[1]
+
+
 def print_machine(threads=(1, 2)):
     """Print the CPU, its vector features and the measured popcount peak per
     thread with each number of `threads` busy; return those peaks (bit
@@ -125,4 +165,7 @@ def print_machine(threads=(1, 2)):
         for n, peak in peaks.items()
     )
     print(f"# popcount peak (measured): {rates}")
+    if max(threads) > 1:
+        handoff = handoff_seconds()
+        print(f"# thread hand-off (measured): {handoff * 1e6:.0f} us a parallel call")
     return peaks

@@ -40,3 +40,32 @@ def test_popcount_peak_of_two_threads_is_a_rate_per_thread():
     peak = _machine.popcount_peak(repeats=512, threads=2)
     assert np.isfinite(peak)
     assert peak > 1e6
+
+
+def test_handoff_is_the_extra_time_of_a_two_thread_call(monkeypatch):
+    """Check the hand-off is the two-thread median less the one-thread median
+    (the smaller of two runs of each), each call run once per timing."""
+    calls, per_call, now = [], {1: 1e-6, 2: 5e-5}, [0.0]
+
+    def timed_run(func, tasks, n):  # a fake clock: a call takes per_call[n]
+        calls.append(n)
+        for t in tasks:
+            func(*t)
+        now[0] += per_call[n]
+
+    def python_for(seconds):
+        now[0] += seconds
+
+    monkeypatch.setattr(_machine, "run_in_threads", timed_run)
+    monkeypatch.setattr(_machine.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(_machine, "_python_for", python_for)
+    seconds = _machine.handoff_seconds(calls=7)
+    assert np.isclose(seconds, per_call[2] - per_call[1])
+    assert calls.count(1) == calls.count(2) == 2 * (7 + 1)
+
+
+def test_handoff_is_measured_on_this_machine():
+    """Check the real measurement is a small, finite time."""
+    seconds = _machine.handoff_seconds(calls=20)
+    assert np.isfinite(seconds)
+    assert -1e-3 < seconds < 0.1
