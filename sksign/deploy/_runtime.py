@@ -43,11 +43,15 @@ PARALLEL_MIN_WORK = 2**24
 #: the convolution kernels (so a batch of 64 maps of 16K values splits).
 ELEMENT_WORK = 64
 #: A call whose largest value takes fewer bytes than this allocates as numpy
-#: does: glibc serves such arrays from its heap, still in cache, where
-#: larger ones (its ``M_MMAP_THRESHOLD``, 128 KiB) are fresh pages each
-#: call; the pool's bookkeeping (2-3 microseconds a layer) would cost a
-#: small call more than it saves (see :mod:`sksign.deploy._buffers`).
-POOL_MIN_BYTES = 2**17
+#: does: glibc serves such arrays from its heap, still in cache, and the
+#: pool's bookkeeping (2-3 microseconds a layer) would cost the call more than
+#: it saves. Measured on an AMD EPYC (Zen 4), image nets of ``bench_packed.py``
+#: at batches 1 to 64, plain arrays against the pool: 3-4% faster for the
+#: WRN-10-2 at batch 1 (largest value 128 KiB), within 5% either way from
+#: 256 KiB to 2 MiB, 18-70% slower from 4 MiB on, where glibc hands the
+#: freed memory back and each call faults in fresh pages (see
+#: :mod:`sksign.deploy._buffers`).
+POOL_MIN_BYTES = 2**18
 #: Samples of an image net run together (its feature maps take memory in
 #: proportion to the batch).
 MAP_CHUNK = 64

@@ -336,17 +336,19 @@ def test_a_result_is_not_overwritten_by_the_next_call(
 
 def test_an_image_net_takes_no_new_buffer_in_its_second_call(packed_nets):
     """Check the second call of the same batch takes every array from the
-    first call's (Bi-Real: a float map of 64 KB per sample and layer)."""
+    first call's (a batch of one chunk whose largest value takes the pool)."""
     packed, X = packed_nets["bireal"]
     net = pickle.loads(pickle.dumps(packed.net_))
     net._buffers = _Counted()
-    out = net.forward(X[:32])
+    X = X[: _runtime.MAP_CHUNK]
+    assert len(X) * net._sample_bytes >= _runtime.POOL_MIN_BYTES
+    out = net.forward(X)
     pooled = {id(raw) for raw in _kept(net._buffers)}
     kept = net._buffers.kept_bytes
     assert kept > 0
     assert len(net._buffers.handed) > len(pooled) // 2
     net._buffers.handed.clear()
-    again = net.forward(X[:32])
+    again = net.forward(X)
     assert {id(raw) for raw in net._buffers.handed} <= pooled
     assert net._buffers.kept_bytes == kept
     np.testing.assert_array_equal(again, out)
