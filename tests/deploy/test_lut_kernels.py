@@ -24,9 +24,9 @@ from sksign.deploy._kernels._lut import (
     LUT_BLOCKS,
     LUT_ROWS,
     LUT_TOP,
-    _lut_sums,
     lut_available,
     lut_inputs,
+    lut_sums,
     lut_weights,
 )
 from sksign.deploy._ops import _common
@@ -60,7 +60,7 @@ def _lut_products(bits, wt, padding=False):
     x32 = np.zeros((tiles * LUT_ROWS, -(-n_in // 2)), np.int32)
     sums = np.full((tiles * LUT_ROWS, tables.shape[0]), 7, np.int32)
     lut_inputs(xw, n_in, idx, x32, 0, tiles)
-    _lut_sums(idx, tables, sums, 0, tiles, 0, wt.shape[1])
+    lut_sums(idx, tables, sums, 0, tiles, 0, wt.shape[1])
     return sums[:rows, : wt.shape[1]], scale
 
 

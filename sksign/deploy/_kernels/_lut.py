@@ -56,8 +56,10 @@ __all__ = [
     "LUT_ROWS",
     "LUT_SPLIT_OUTPUTS",
     "LUT_TOP",
+    "fine_sum",
     "lut_available",
     "lut_inputs",
+    "lut_sums",
     "lut_weights",
     "nibble_index",
     "step_by_lut",
@@ -286,7 +288,7 @@ def _lut_tile(typingctx, sums, idx, tables, at):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _lut_sums(idx, tables, sums, t0, t1, c0, c1):
+def lut_sums(idx, tables, sums, t0, t1, c0, c1):
     """``sums[:, c0:c1]`` of the rows of tiles ``t0 .. t1 - 1``: zeroed, then
     each run of quads of each tile of outputs over every tile of rows (its
     tables stay in L1). `c0` a multiple of :data:`LUT_OUTPUTS`."""
@@ -313,7 +315,7 @@ def lut_inputs(xw, n_in, idx, x32, t0, t1):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _fine_sum(x32, i, fine, o):
+def fine_sum(x32, i, fine, o):
     """``sum(fine[o, u])`` over the 1 units u of row `i` of paired bits (an
     integer sum: any order, so it vectorises)."""
     units = x32[i].view(np.int16)
@@ -359,7 +361,7 @@ def step_lut(sums, x32, lut_scales, fine, threshold, w_rows, out, r0, r1):
                 bits ^= low
                 o = unit_of_bit(w, popcount64(low - np.uint64(1)))
                 coarse = scale[o] * sums[i, o]
-                rest = fine_scale[o] * _fine_sum(x32, i, fine, o)
+                rest = fine_scale[o] * fine_sum(x32, i, fine, o)
                 v = (coarse + rest) - t64[o]
                 # float64 rounding: of the residuals (1e-6 of a fine step
                 # each) and of the three operations here
@@ -391,11 +393,11 @@ def step_by_lut(xw, n_in, lut, threshold, w_rows, idx, x32, sums, out, t0, t1, c
     rows = min(r1, xw.shape[0])
     if c0 == 0 and c1 == n_out:
         lut_inputs(xw, n_in, idx, x32, t0, t1)
-        _lut_sums(idx, tables, sums, t0, t1, c0, c1)
+        lut_sums(idx, tables, sums, t0, t1, c0, c1)
         scales = (scale, fine_scale)
         step_lut(sums, x32, scales, fine, threshold, w_rows, out, r0, rows)
         return
-    _lut_sums(idx, tables, sums, t0, t1, c0, c1)
+    lut_sums(idx, tables, sums, t0, t1, c0, c1)
     w0, w1 = c0 // 64, -(-c1 // 64)
     step_lut(
         sums[:, c0:c1],

@@ -287,6 +287,12 @@ class LutSteps:
     def tables(self):
         return lut_weights(self.wt)
 
+    @cached_property
+    def steps(self):
+        """Per output the step of its 14-bit weights (the tables' scale), 0
+        where all its weights are 0 (its look-up sums are then exact)."""
+        return np.where(np.abs(self.wt).max(axis=0) > 0, self.tables[1], 0.0)
+
 
 def quantise(wt):
     """16-bit weights of a layer followed by a step, and what certifies them.
