@@ -26,7 +26,7 @@ from sksign._threads import run_in_threads
 from sksign.deploy._buffers import empty, zeros
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import patch_words, sum_conv
-from sksign.deploy._kernels._lut import LUT_BLOCKS, LUT_ROWS
+from sksign.deploy._kernels._lut import LUT_BLOCKS, LUT_ROWS, lut_available
 from sksign.deploy._kernels._lut_chain import chain_by_lut
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops import channel_affine
@@ -96,10 +96,15 @@ def _to_step(layer, ctx, epilogue):
 
     attrs = layer["attrs"]
     channels, oc = attrs["shape"][0], attrs["channels"]
-    lut = ctx.derive("steps", layer, "weight_t", quantise)[5]
-    if len(epilogue) < len(TO_STEP) or lut is None or channels % 8:
+    if (
+        len(epilogue) < len(TO_STEP)
+        or not lut_available()
+        or channels % 8
+        or oc < LUT_CHAIN_MIN_CHANNELS
+    ):
         return layer_by_layer
-    if oc < LUT_CHAIN_MIN_CHANNELS:
+    lut = ctx.derive("steps", layer, "weight_t", quantise)[5]
+    if lut is None:  # tables too large
         return layer_by_layer
     sums = SumConv(layer, ctx)
     bias = ctx.tensor(layer, "bias")
