@@ -11,7 +11,12 @@ import time
 import numpy as np
 
 from sksign.deploy._estimators import _PackedBase
-from sksign.deploy._kernels import sign_products, step_products, table_sums
+from sksign.deploy._kernels import (
+    block_sums,
+    sign_products,
+    step_products,
+    table_sums,
+)
 from sksign.deploy._runtime import OPS, PackedNet
 from sksign.kernels import effective_n_threads, popcount_instructions
 
@@ -165,7 +170,10 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         or more here: by look-up tables of 14-bit weights with ``vpermb`` and
         ``vpdpbusd`` from 32 rows where the CPU has AVX-512 VBMI and VNNI,
         ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
-        ``"float32 BLAS of the unpacked bits"``), ``seconds_packed`` and, with a
+        ``"float32 BLAS of the unpacked bits"``), ``block_sums`` (how a residual
+        block's float sum that goes to a BatchNorm and step alone runs: from
+        look-up sums to the step's bits where the CPU has AVX-512 VBMI and
+        VNNI, else layer by layer), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
         ``speedup`` (``seconds_reference / seconds_packed``: below 1 when the
@@ -226,6 +234,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
     total["sign_products"] = sign_products()
     total["map_sums"] = table_sums()
     total["step_products"] = step_products()
+    total["block_sums"] = block_sums()
     footer = [
         f"weights: {pk} bytes packed vs {f32} bytes float32 "
         f"({f32 / max(pk, 1):.1f}x smaller); activations per sample.",
@@ -234,6 +243,7 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         f"real weights on bit maps: {total['map_sums']}.",
         "real weights on bits before a step, 8 rows or more: "
         f"{total['step_products']}.",
+        f"a block's sum before a step: {total['block_sums']}.",
     ]
     if X is not None:
         footer.append(_timing(net, estimator, X, reference, n_repeats, total))

@@ -69,6 +69,9 @@ def test_bytes_per_layer(bnn):
         expected = "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
     assert total["step_products"].startswith(expected)
     assert f"8 rows or more: {total['step_products']}." in table
+    # and whether a block's sum goes to its step by the look-up tables
+    assert ("14-bit weight tables" in total["block_sums"]) is lut_available()
+    assert f"a block's sum before a step: {total['block_sums']}." in table
     # and how the sign x sign layers count: vpopcntq register blocks only
     # where the CPU has the vector popcount
     vector = popcount_instructions().startswith("AVX-512")

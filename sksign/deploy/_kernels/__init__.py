@@ -21,6 +21,7 @@ from sksign.deploy._kernels._bits import (
 )
 from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
 from sksign.deploy._kernels._lut import step_products
+from sksign.deploy._kernels._lut_chain import block_sums
 from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS, patch_words
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
@@ -44,6 +45,7 @@ __all__ = [
     "PAIRS_MIN_CHANNELS",
     "affine_rows",
     "bit_accumulate",
+    "block_sums",
     "channel_shares",
     "clear_winners",
     "count_bits",

@@ -33,14 +33,32 @@ from numba import njit
 
 from sksign.deploy._kernels._bits import flag_buffers, pack_flags
 from sksign.deploy._kernels._conv import origins, tap_offset
-from sksign.deploy._kernels._lut import LUT_ROWS, fine_sum, lut_inputs, lut_sums
+from sksign.deploy._kernels._lut import (
+    LUT_ROWS,
+    fine_sum,
+    lut_available,
+    lut_inputs,
+    lut_sums,
+)
 from sksign.deploy._kernels._madd import active_units
 
-__all__ = ["chain_by_lut", "chain_step"]
+__all__ = ["block_sums", "chain_by_lut", "chain_step"]
 
 #: Interval ends are clipped to +-this (float32 holds it); an output whose
 #: interval reaches past it is summed as the layers sum it.
 _FINITE = 3.0e38
+
+
+def block_sums():
+    """How a block's float sum that goes to a BatchNorm and step alone runs
+    here, in words (the packed summary's ``block_sums``)."""
+    if lut_available():
+        return (
+            "to the step's bits by the 14-bit weight tables (vpermb + vpdpbusd) "
+            "from 128 channels and 32 rows, float32 table sums only for the "
+            "outputs in doubt; narrower, the layers one after the other"
+        )
+    return "the layers one after the other (float32 sums, add, step)"
 
 
 @njit(cache=True, nogil=True, inline="always")
