@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from sksign.deploy._kernels import pack_affine_ge, padded_width, sum_conv
-from sksign.deploy._kernels._lut import (
-    LUT_BLOCKS,
-    LUT_ROWS,
-    lut_available,
-    lut_weights,
-)
+from sksign.deploy._kernels._lut import lut_available, lut_weights
 from sksign.deploy._kernels._lut_chain import chain_by_lut
 from sksign.deploy._kernels._madd import patch_words
 from sksign.deploy._maps import map_geometry, nibble_tables, pack_pixels
-from sksign.deploy._ops._common import LutSteps, split, sum_bound
+from sksign.deploy._ops._common import (
+    LutSteps,
+    lut_tile_buffers,
+    split,
+    sum_bound,
+)
 from sksign.estimators import HTAFNetClassifier
 
 pytestmark = pytest.mark.skipif(
@@ -77,11 +77,8 @@ def _chained(sums, wt, c, rows, chain, parts=1):
     width = len(wt)
     patches = np.zeros((rows, -(-width // 64)), np.uint64)
     patch_words(words, g, c, patches, 0, rows)
-    lut = lut_weights(wt)
-    tiles = -(-rows // LUT_ROWS)
-    idx = np.empty((tiles * LUT_BLOCKS, 64 * patches.shape[1]), np.uint32)
-    x32 = np.zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
-    lut_sums = np.empty((tiles * LUT_ROWS, lut[0].shape[0]), np.int32)
+    lut = LutSteps(wt)
+    tiles, idx, x32, lut_sums = lut_tile_buffers(lut, patches, width)
     out = np.zeros((rows, -(-wt.shape[1] // 64)), np.uint64)
     n_terms = table.shape[0] * table.shape[1]
     floats = (
@@ -91,9 +88,9 @@ def _chained(sums, wt, c, rows, chain, parts=1):
         nib_word,
         nib_shift,
         sum_bound(wt, n_terms),
-        np.where(np.abs(wt).max(axis=0) > 0, lut[1], 0.0),
+        lut.steps,
     )
-    args = (patches, width, lut, floats, chain, idx, x32, lut_sums, out)
+    args = (patches, width, lut.tables, floats, chain, idx, x32, lut_sums, out)
     for a, b in split(tiles, parts):
         chain_by_lut(*args, a, b)
     return out

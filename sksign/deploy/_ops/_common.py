@@ -62,6 +62,7 @@ __all__ = [
     "SumConv",
     "channels_first",
     "density",
+    "lut_tile_buffers",
     "map_conv_epilogue",
     "one_pixel",
     "pack_rows",
@@ -364,6 +365,18 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     return out
 
 
+def lut_tile_buffers(lut, x, width):
+    """``(tiles, idx, x32, sums)``: the tiles of rows of the words `x`
+    (`width` units) and the arrays that the look-up kernels of `lut` (a
+    :class:`LutSteps`) fill for them
+    (:func:`~sksign.deploy._kernels._lut.step_by_lut`)."""
+    tiles = -(-x.shape[0] // LUT_ROWS)
+    idx = empty((tiles * LUT_BLOCKS, 64 * x.shape[1]), np.uint32)
+    x32 = zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
+    sums = empty((tiles * LUT_ROWS, lut.tables[0].shape[0]), np.int32)
+    return tiles, idx, x32, sums
+
+
 def step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads):
     """Fill `out` with the certified steps of the look-up sums of `lut`
     (a :class:`LutSteps`) on the rows of words `x`.
@@ -372,12 +385,8 @@ def step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads):
     fewer tiles than threads, the threads take ranges of outputs instead
     (whole words and tiles of outputs) of inputs made first.
     """
-    tables = lut.tables[0]
-    rows, n_out = out.shape[0], threshold.shape[0]
-    tiles = -(-rows // LUT_ROWS)
-    idx = empty((tiles * LUT_BLOCKS, 64 * x.shape[1]), np.uint32)
-    x32 = zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
-    sums = empty((tiles * LUT_ROWS, tables.shape[0]), np.int32)
+    n_out = threshold.shape[0]
+    tiles, idx, x32, sums = lut_tile_buffers(lut, x, width)
     args = (x, width, lut.tables, threshold, w_rows, idx, x32, sums, out)
     parts = -(-n_out // LUT_SPLIT_OUTPUTS)
     if n_threads <= 1 or (tiles < n_threads and parts < 2):

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from sksign._threads import run_in_threads
-from sksign.deploy._buffers import empty, zeros
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import patch_words, sum_conv
-from sksign.deploy._kernels._lut import LUT_BLOCKS, LUT_ROWS, lut_available
+from sksign.deploy._kernels._lut import lut_available
 from sksign.deploy._kernels._lut_chain import chain_by_lut
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops import channel_affine
@@ -34,6 +34,7 @@ from sksign.deploy._ops._common import (
     LUT_STEP_MIN_ROWS,
     MAP_CONV_EPILOGUES,
     SumConv,
+    lut_tile_buffers,
     map_conv_epilogue,
     quantise,
     run_rows,
@@ -133,13 +134,9 @@ def _to_step(layer, ctx, epilogue):
             lut.steps,
         )
         chain = (bias, xs[1].reshape(rows, oc), scale, shift)
-        tables = lut.tables
-        tiles = -(-rows // LUT_ROWS)
-        idx = empty((tiles * LUT_BLOCKS, 64 * patches.shape[1]), np.uint32)
-        x32 = zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
-        lut_sums = empty((tiles * LUT_ROWS, tables[0].shape[0]), np.int32)
+        tiles, idx, x32, lut_sums = lut_tile_buffers(lut, patches, width)
         out = empty((rows, -(-oc // 64)), np.uint64)
-        args = (patches, width, tables, floats, chain, idx, x32, lut_sums, out)
+        args = (patches, width, lut.tables, floats, chain, idx, x32, lut_sums, out)
         n_threads = min(n_threads, tiles)
         tasks = [(*args, a, b) for a, b in split(tiles, n_threads)]
         run_in_threads(chain_by_lut, tasks, n_threads)
