@@ -58,7 +58,7 @@ def _popcount_loop(a, b, repeats):
 def _block_loop(x, wt, counts, repeats):
     s = 0
     for _ in range(repeats):
-        xor_count_block(counts, 0, x, 0, wt, 0, 4, 4, None)
+        xor_count_block(counts, 0, 0, x, 0, wt, 0, 4, 4, None)
         s += counts[0, 0]
     return s
 

@@ -13,12 +13,14 @@ busy as the search runs on (two cores may not give twice one core's rate).
 
 A second table times the distance matrix (``packed_hamming_distances``)
 against the generic popcount kernel, numpy's ``bitwise_count`` on the XOR of
-packed rows (in chunks) and scipy's ``cdist(metric="hamming")`` on booleans.
+packed rows (in chunks) and scipy's ``cdist(metric="hamming")`` on booleans, at
+64, 256, 1024 and 4096 bits (``--quick``: 256 and 1024).
 
 Usage::
 
     python benchmarks/bench_knn.py            # n_train {10k, 60k} x d {256, 1024, 4096}
     python benchmarks/bench_knn.py --quick    # n_train 10k, d {256, 1024}, 500 queries
+    python benchmarks/bench_knn.py --distances  # the distance matrix table alone
 
 faiss is optional (``pip install sksign[benchmarks]``); without it those columns
 are left empty.
@@ -88,8 +90,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--repeat", type=int, default=None, help="best of N runs")
+    parser.add_argument(
+        "--distances", action="store_true", help="the distance matrix table alone"
+    )
     args = parser.parse_args()
     quick = args.quick
+    if args.distances:
+        distance_matrix(
+            np.random.default_rng(0), print_machine(), args.repeat or 3, quick
+        )
+        return
     sizes = [10_000] if quick else [10_000, 60_000]
     widths = [256, 1024] if quick else [256, 1024, 4096]
     n_queries = 500 if quick else 2000
@@ -170,7 +180,7 @@ def distance_matrix(rng, peaks, repeat, quick):
         "| scipy cdist (s, scaled) | numpy / ours | bit cmp/s/core | % of peak |"
     )
     print("|---" * 9 + "|")
-    for n_bits in (256, 1024):
+    for n_bits in (256, 1024) if quick else (64, 256, 1024, 4096):
         bits = rng.integers(0, 2, size=(n_a + n_b, n_bits), dtype=np.uint8)
         A, B = bits[:n_a], bits[n_a:]
         Ap, Bp = np.packbits(A, axis=1), np.packbits(B, axis=1)

@@ -42,6 +42,11 @@ __all__ = [
 ]
 
 
+#: Bytes of int32 counts :func:`words_hamming_distances` makes at a time for
+#: an `out` the kernels do not store into (float, or not C-contiguous).
+_BUFFER_BYTES = 1 << 22
+
+
 def effective_n_threads(n_jobs):
     """Number of threads that `n_jobs` stands for (at least 1).
 
@@ -272,5 +277,20 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
     n_threads = effective_n_threads(n_jobs)
     slices = row_batches(A.shape[0], -(-A.shape[0] // n_threads))
     _, _, kernel = hamming_kernels()
-    run_in_threads(lambda s: kernel(A[s], B, out[s]), [(s,) for s in slices], n_threads)
+    direct = out.flags.c_contiguous and out.dtype in (np.int32, np.int64)
+
+    def counts(rows):
+        if direct:
+            kernel(A[rows], B, out[rows])
+            return
+        # the kernels store int32 or int64 rows; other outputs take them
+        # from a buffer of about 4 MiB
+        step = max(4, _BUFFER_BYTES // (4 * max(1, B.shape[0])))
+        for part in row_batches(rows.stop - rows.start, step):
+            at = slice(rows.start + part.start, rows.start + part.stop)
+            buffer = np.empty((at.stop - at.start, B.shape[0]), np.int32)
+            kernel(A[at], B, buffer)
+            out[at] = buffer
+
+    run_in_threads(counts, [(s,) for s in slices], n_threads)
     return out

@@ -296,15 +296,26 @@ PAIRWISE = _all(pairwise_counts, pairwise_counts_nibbles, pairwise_counts_vector
 
 @pytest.mark.parametrize("kernel", PAIRWISE)
 @pytest.mark.parametrize("n_words", [0, 1, 4, 5, 31, 32, 33, 64, 70])
-@pytest.mark.parametrize(("n_a", "n_b"), [(1, 1), (3, 17), (20, 65), (9, 130)])
-def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b):
-    """Check every count of the distance matrix, the largest ones too, for
-    rows around the blocks of 16 and 64 and words around the chunks of 31."""
+@pytest.mark.parametrize(
+    ("n_a", "n_b", "dtype"),
+    [
+        (1, 1, np.int32),
+        (3, 17, np.int64),
+        (20, 65, np.int32),
+        (9, 130, np.int64),
+        (6, 1000, np.int32),
+    ],
+)
+def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b, dtype):
+    """Check every count of the distance matrix (int32 or int64), the
+    largest ones too, for rows around the blocks of 16 and 64, words around
+    the chunks of 31, and codes over several tiles of the register blocks
+    (from 33 words, 1,000 codes take more than one)."""
     rng = np.random.default_rng(n_words * 1000 + n_a + n_b)
     A, B = _words(rng, n_a, n_words), _words(rng, n_b, n_words)
     if n_words:
         B[0] = ~A[0]  # all bits different
-    out = np.full((n_a, n_b), -7, np.int32)
+    out = np.full((n_a, n_b), -7, dtype)
     kernel(A, B, out)
     bits_a = np.unpackbits(A.view(np.uint8), axis=1).astype(np.float64)
     bits_b = np.unpackbits(B.view(np.uint8), axis=1).astype(np.float64)

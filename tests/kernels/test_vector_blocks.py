@@ -21,11 +21,11 @@ from sksign.kernels import xor_affine_block, xor_count_block
 
 
 @njit
-def _counts(counts, c_row, x, x_row, wt, w_col, rows):
+def _counts(counts, c_row, x, x_row, wt, w_col, rows, c_col=0):
     if rows == 4:
-        xor_count_block(counts, c_row, x, x_row, wt, w_col, 4, 2, None)
+        xor_count_block(counts, c_row, c_col, x, x_row, wt, w_col, 4, 2, None)
     else:
-        xor_count_block(counts, c_row, x, x_row, wt, w_col, 1, 2, None)
+        xor_count_block(counts, c_row, c_col, x, x_row, wt, w_col, 1, 2, None)
 
 
 @njit
@@ -60,24 +60,44 @@ def _operands(rng, n_words, n_rows, n_cols):
     return x, wt
 
 
-@settings(deadline=None, max_examples=40)  # the first example compiles
+@settings(deadline=None, max_examples=40)  # the first examples compile
 @given(
-    n_words=st.integers(1, 20),
+    n_words=st.integers(0, 20),
     rows=st.sampled_from([1, 4]),
     x_row=st.integers(0, 3),
     w_col=st.integers(0, 9),
+    c_col=st.integers(0, 7),
+    dtype=st.sampled_from([np.int64, np.int32]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_counts_match_python_popcounts(n_words, rows, x_row, w_col, seed):
-    """Check every count of a block at any row and column offset, and that
-    nothing outside the block's rows of `counts` is written."""
+def test_counts_match_python_popcounts(n_words, rows, x_row, w_col, c_col, dtype, seed):
+    """Check every count of a block at any row and column offset of the
+    operands and of `counts` (int64 or int32), and that nothing outside the
+    block's cells of `counts` is written."""
     rng = np.random.default_rng(seed)
     x, wt = _operands(rng, n_words, 8, 32)
-    counts = np.full((6, 16), -1, np.int64)
-    _counts(counts, 1, x, x_row, wt, w_col, rows)
+    counts = np.full((6, 24), -1, dtype)
+    _counts(counts, 1, x, x_row, wt, w_col, rows, c_col)
     ref = np.full_like(counts, -1)
-    ref[1 : 1 + rows] = _reference_counts(x, x_row, wt, w_col, rows)
+    ref[1 : 1 + rows, c_col : c_col + 16] = _reference_counts(x, x_row, wt, w_col, rows)
     np.testing.assert_array_equal(counts, ref)
+
+
+def test_count_block_rejects_other_layouts_and_dtypes():
+    """Check that counts of another dtype, or operands that are not
+    C-contiguous, do not compile (the block computes C-order addresses)."""
+    from numba.core.errors import TypingError
+
+    x, wt = _operands(np.random.default_rng(0), 2, 4, 16)
+    for counts, xs, wts in [
+        (np.zeros((4, 16), np.float64), x, wt),
+        (np.zeros((4, 16), np.int16), x, wt),
+        (np.zeros((16, 4), np.int64).T, x, wt),
+        (np.zeros((4, 16), np.int64), np.asfortranarray(x), wt),
+        (np.zeros((4, 16), np.int64), x, np.zeros((4, 32), np.uint64)[:2, ::2]),
+    ]:
+        with pytest.raises(TypingError):
+            _counts(counts, 0, xs, 0, wts, 0, 1)
 
 
 def test_counts_of_constant_words_saturate():

@@ -315,10 +315,10 @@ def _partial_rows(xw, src, off, counts, n_bits, a, b, out, r0, r1, t0, n):
     while i < r1:
         rows = min(4, r1 - i)
         if rows == 4:
-            xor_count_block(counts, 0, xw, i, src, 0, 4, 4, None)
+            xor_count_block(counts, 0, 0, xw, i, src, 0, 4, 4, None)
         else:
             for r in range(rows):
-                xor_count_block(counts, r, xw, i + r, src, 0, 1, 4, None)
+                xor_count_block(counts, r, 0, xw, i + r, src, 0, 1, 4, None)
         for r in range(rows):
             _affine_store(counts[r, off:], n_bits, a, b, out[i + r, t0 : t0 + n], n)
         i += rows
