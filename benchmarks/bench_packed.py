@@ -422,10 +422,14 @@ def main():
         "sew_resnet (default: all)",
     )
     args = parser.parse_args()
+    if args.steps and not args.images:
+        parser.error("--steps times the image nets: add --images")
+    dense = {"bnn", "dhn", "snn"}
+    unknown = set(args.nets or ()) - (set(IMAGE_NETS) if args.images else dense)
+    if unknown:
+        kind = "image nets (--images)" if args.images else "nets (without --images)"
+        parser.error(f"unknown {kind} {sorted(unknown)}")
     if args.images:
-        unknown = set(args.nets or ()) - set(IMAGE_NETS)
-        if unknown:
-            parser.error(f"unknown image nets {sorted(unknown)}")
         if args.steps:
             image_steps(args.batches or [1, 64], args.repeats or 7, args.nets)
             return
@@ -434,9 +438,6 @@ def main():
         )
         return
     if args.summary:
-        unknown = set(args.nets or ()) - {"bnn", "dhn", "snn"}
-        if unknown:
-            parser.error(f"unknown nets {sorted(unknown)}")
         summary(
             args.widths or [256],
             args.batches or [1, 64, 256],
