@@ -40,11 +40,12 @@ from sksign.kernels._klists import (
     trailing_zeros,
     update_lists,
 )
-from sksign.kernels._popcount import popcount_instructions
+from sksign.kernels._popcount import pairwise_counts, popcount_instructions
 
 __all__ = [
     "CODE_TILE_BYTES",
     "LANES",
+    "PAIRWISE_MIN_ROWS",
     "PAIRWISE_TILE_BYTES",
     "QUERY_BLOCK",
     "SPAN_BLOCKS",
@@ -81,6 +82,12 @@ SPAN_BLOCKS = 32
 #: and counts every row of `A` against before the next ones: a tile that
 #: stays in L2.
 PAIRWISE_TILE_BYTES = 2**18
+
+#: Rows of `A` from which :func:`pairwise_counts_vectors` lays out `B` at
+#: any width: laying it out word-major costs about what counting 10 rows
+#: against it costs the generic kernel (fewer rows at narrower codes: see
+#: :func:`pairwise_counts_vectors`).
+PAIRWISE_MIN_ROWS = 10
 
 
 def vector_kernels():
@@ -458,9 +465,23 @@ def pairwise_counts_vectors(A, B, out):
     bits 32.7 ms, 4,096 bits 86 ms, against 27.6, 45.1 and 161 ms for the
     generic kernel (and 27.6, 55.4 and 94 ms for blocks of `B` against all
     of `A` in turn, whose stores went to 2,000 rows at once).
+
+    Laying `B` out costs about as much as counting a few rows of `A`
+    against it, so fewer rows than ``min(PAIRWISE_MIN_ROWS, n_words // 2 +
+    1)`` go to the generic kernel (100,000 codes, one thread, same machine:
+    generic / blocks 1.58 / 1.52 ms for 8 rows of 12 words, 1.88 / 2.08 ms
+    for 8 rows of 16 words, 10.8 / 11.5 ms for 8 rows of 64 words; 0.14 /
+    0.35 ms for one row of 4 words, 0.55 / 0.40 ms for four). So does a `B`
+    of fewer than 16 codes, which would fill a fraction of a block (200,000
+    rows of 16 words against 8 codes: 3.7 / 7.0 ms; against 16 codes of 1,
+    4, 16 and 64 words, 20,000 rows: blocks 1.4x, 1.4x, 0.97x and 0.96x the
+    generic kernel's speed).
     """
     n_b, n_words = B.shape
     n_a = A.shape[0]
+    if n_a < min(PAIRWISE_MIN_ROWS, n_words // 2 + 1) or n_b < QUERY_BLOCK // 2:
+        pairwise_counts(A, B, out)
+        return
     qb = QUERY_BLOCK
     n_blocks = -(-n_b // qb)
     per_tile = max(1, PAIRWISE_TILE_BYTES // (8 * qb * max(1, n_words)))
