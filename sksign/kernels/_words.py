@@ -43,7 +43,8 @@ __all__ = [
 
 
 #: Bytes of int32 counts :func:`words_hamming_distances` makes at a time for
-#: an `out` the kernels do not store into (float, or not C-contiguous).
+#: an `out` the register blocks do not store into (float, or not
+#: C-contiguous).
 _BUFFER_BYTES = 1 << 22
 
 
@@ -277,14 +278,16 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
     n_threads = effective_n_threads(n_jobs)
     slices = row_batches(A.shape[0], -(-A.shape[0] // n_threads))
     _, _, kernel = hamming_kernels()
-    direct = out.flags.c_contiguous and out.dtype in (np.int32, np.int64)
+    # the register blocks store C-contiguous int32 or int64 rows from the
+    # registers; other outputs take their counts from a buffer of about 4 MiB
+    direct = kernel is not pairwise_counts_vectors or (
+        out.flags.c_contiguous and out.dtype in (np.int32, np.int64)
+    )
 
     def counts(rows):
         if direct:
             kernel(A[rows], B, out[rows])
             return
-        # the kernels store int32 or int64 rows; other outputs take them
-        # from a buffer of about 4 MiB
         step = max(4, _BUFFER_BYTES // (4 * max(1, B.shape[0])))
         for part in row_batches(rows.stop - rows.start, step):
             at = slice(rows.start + part.start, rows.start + part.stop)

@@ -294,6 +294,13 @@ def test_words_kneighbors_gives_the_same_with_every_kernel(monkeypatch):
 PAIRWISE = _all(pairwise_counts, pairwise_counts_nibbles, pairwise_counts_vectors)
 
 
+def _reference_matrix(A, B):
+    """Popcounts of ``A[i] ^ B[j]`` by float64 products of the bits."""
+    bits_a = np.unpackbits(A.view(np.uint8), axis=1).astype(np.float64)
+    bits_b = np.unpackbits(B.view(np.uint8), axis=1).astype(np.float64)
+    return bits_a @ (1 - bits_b).T + (1 - bits_a) @ bits_b.T
+
+
 @pytest.mark.parametrize("kernel", PAIRWISE)
 @pytest.mark.parametrize("n_words", [0, 1, 4, 5, 31, 32, 33, 64, 70])
 @pytest.mark.parametrize(
@@ -319,10 +326,7 @@ def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b, 
         B[0] = ~A[0]  # all bits different
     out = np.full((n_a, n_b), -7, dtype)
     kernel(A, B, out)
-    bits_a = np.unpackbits(A.view(np.uint8), axis=1).astype(np.float64)
-    bits_b = np.unpackbits(B.view(np.uint8), axis=1).astype(np.float64)
-    ref = bits_a @ (1 - bits_b).T + (1 - bits_a) @ bits_b.T
-    np.testing.assert_array_equal(out, ref)
+    np.testing.assert_array_equal(out, _reference_matrix(A, B))
     if n_words:
         assert out[0, 0] == 64 * n_words
 
@@ -338,3 +342,26 @@ def test_words_hamming_distances_gives_the_same_with_every_kernel(monkeypatch):
     for result in results[1:]:
         np.testing.assert_array_equal(result, results[0])
     np.testing.assert_array_equal(results[0], words_hamming_distances(A, B))
+
+
+@pytest.mark.parametrize("choice", _CHOICES, ids=[c[0] for c in _CHOICES])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_distances_fill_any_out(monkeypatch, choice, n_jobs):
+    """Check `out` of other dtypes and layouts through every kernel (the
+    register blocks fill them from int32 buffers of a few rows: three or
+    more per thread here) against the reference counts."""
+    rng = np.random.default_rng(7)
+    A, B = _words(rng, 30, 3), _words(rng, 45, 3)
+    ref = _reference_matrix(A, B)
+    monkeypatch.setattr(words_module, "hamming_kernels", lambda: choice)
+    monkeypatch.setattr(words_module, "_BUFFER_BYTES", 4 * 45 * 4)
+    for out in [
+        np.zeros(ref.shape, np.int64),
+        np.zeros(ref.shape, np.float32),
+        np.zeros(ref.shape, np.uint16),
+        np.zeros(ref.shape, np.int32, order="F"),
+        np.zeros((ref.shape[1], ref.shape[0]), np.int64).T,
+        np.zeros((ref.shape[0], 2 * ref.shape[1]), np.int32)[:, ::2],
+    ]:
+        assert words_hamming_distances(A, B, out=out, n_jobs=n_jobs) is out
+        np.testing.assert_array_equal(out, ref)

@@ -120,28 +120,6 @@ def test_word_kernels_match_packed_functions(n_bits, n_jobs):
     np.testing.assert_array_equal(got[1], expected[1])
 
 
-@pytest.mark.parametrize("n_jobs", [1, 2])
-def test_distances_fill_any_out(monkeypatch, n_jobs):
-    """Check `out` of other dtypes and layouts (filled from int32 buffers of
-    a few rows: three or more per thread here) against int32's counts."""
-    import sksign.kernels._words as words_module
-
-    A, B = _codes(2, 30, 100), _codes(3, 45, 100)
-    WA, WB = packed_to_words(A, 100), packed_to_words(B, 100)
-    D = packed_hamming_distances(A, B, n_bits=100)
-    monkeypatch.setattr(words_module, "_BUFFER_BYTES", 4 * 45 * 4)
-    for out in [
-        np.zeros(D.shape, np.int64),
-        np.zeros(D.shape, np.float32),
-        np.zeros(D.shape, np.uint16),
-        np.zeros(D.shape, np.int32, order="F"),
-        np.zeros((D.shape[1], D.shape[0]), np.int64).T,
-        np.zeros((D.shape[0], 2 * D.shape[1]), np.int32)[:, ::2],
-    ]:
-        assert words_hamming_distances(WA, WB, out=out, n_jobs=n_jobs) is out
-        np.testing.assert_array_equal(out, D)
-
-
 def test_word_kernels_reject_bad_input():
     """Check the errors for wrong dtypes, widths, shapes and k."""
     W = packed_to_words(_codes(0, 4, 70), 70)
