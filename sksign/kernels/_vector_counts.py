@@ -431,22 +431,34 @@ def knn_counts_vectors(Q, T, out_d, out_i):
 def _rows_against_tile(A, i, rows, qt, b0, b1, n_b, out, part):
     """``out[i + r, j]`` for ``r < rows`` (4 or 1) and the codes `j` of
     `B`'s blocks ``b0 .. b1 - 1`` (`qt`: the tile of them, word-major); a
-    block cut by the end of `B` goes through `part`."""
+    block cut by the end of `B` goes through `part`, counted on as few
+    vectors of 8 codes as hold its codes."""
     qb = QUERY_BLOCK
     for b in range(b0, b1):
         j0 = b * qb
+        src = qt[b - b0]
         if j0 + qb <= n_b:
             if rows == 4:
-                xor_count_block(out, i, j0, A, i, qt[b - b0], 0, 4, 4, None)
+                xor_count_block(out, i, j0, A, i, src, 0, 4, 4, None)
             else:
-                xor_count_block(out, i, j0, A, i, qt[b - b0], 0, 1, 4, None)
+                xor_count_block(out, i, j0, A, i, src, 0, 1, 4, None)
             continue
+        m = n_b - j0
         if rows == 4:
-            xor_count_block(part, 0, 0, A, i, qt[b - b0], 0, 4, 4, None)
+            if m <= LANES:
+                xor_count_block(part, 0, 0, A, i, src, 0, 4, 1, None)
+            elif m <= 2 * LANES:
+                xor_count_block(part, 0, 0, A, i, src, 0, 4, 2, None)
+            else:
+                xor_count_block(part, 0, 0, A, i, src, 0, 4, 4, None)
+        elif m <= LANES:
+            xor_count_block(part, 0, 0, A, i, src, 0, 1, 1, None)
+        elif m <= 2 * LANES:
+            xor_count_block(part, 0, 0, A, i, src, 0, 1, 2, None)
         else:
-            xor_count_block(part, 0, 0, A, i, qt[b - b0], 0, 1, 4, None)
+            xor_count_block(part, 0, 0, A, i, src, 0, 1, 4, None)
         for r in range(rows):
-            for q in range(n_b - j0):
+            for q in range(m):
                 out[i + r, j0 + q] = part[r, q]
 
 

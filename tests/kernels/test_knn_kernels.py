@@ -311,14 +311,16 @@ def _reference_matrix(A, B):
         (20, 65, np.int32),
         (9, 130, np.int64),
         (13, 1000, np.int32),
+        (16, 45, np.int64),
     ],
 )
 def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b, dtype):
     """Check every count of the distance matrix (int32 or int64), the
     largest ones too, for rows around the blocks of 16 and 64, words around
     the chunks of 31, and codes over several tiles of the register blocks
-    (from 33 words, 1,000 codes take more than one). The register blocks
-    take 13 and 20 rows at every width, fewer rows at the narrower codes
+    (from 33 words, 1,000 codes take more than one), and last blocks of 1,
+    2, 8, 13 and 17 codes (one, two and four vectors). The register blocks
+    take 13 to 20 rows at every width, fewer rows at the narrower codes
     only (the others go to the generic kernel)."""
     rng = np.random.default_rng(n_words * 1000 + n_a + n_b)
     A, B = _words(rng, n_a, n_words), _words(rng, n_b, n_words)
