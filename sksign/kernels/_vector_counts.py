@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import literal_unroll, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -444,19 +444,13 @@ def _rows_against_tile(A, i, rows, qt, b0, b1, n_b, out, part):
                 xor_count_block(out, i, j0, A, i, src, 0, 1, 4, None)
             continue
         m = n_b - j0
-        if rows == 4:
-            if m <= LANES:
-                xor_count_block(part, 0, 0, A, i, src, 0, 4, 1, None)
-            elif m <= 2 * LANES:
-                xor_count_block(part, 0, 0, A, i, src, 0, 4, 2, None)
-            else:
-                xor_count_block(part, 0, 0, A, i, src, 0, 4, 4, None)
-        elif m <= LANES:
-            xor_count_block(part, 0, 0, A, i, src, 0, 1, 1, None)
-        elif m <= 2 * LANES:
-            xor_count_block(part, 0, 0, A, i, src, 0, 1, 2, None)
-        else:
-            xor_count_block(part, 0, 0, A, i, src, 0, 1, 4, None)
+        needed = 1 if m <= LANES else 2 if m <= 2 * LANES else 4
+        for vectors in literal_unroll((1, 2, 4)):
+            if vectors == needed:
+                if rows == 4:
+                    xor_count_block(part, 0, 0, A, i, src, 0, 4, vectors, None)
+                else:
+                    xor_count_block(part, 0, 0, A, i, src, 0, 1, vectors, None)
         for r in range(rows):
             for q in range(m):
                 out[i + r, j0 + q] = part[r, q]
