@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from sksign.deploy._kernels._lut import lut_available
 from sksign.deploy._summary import _verdict
 from sksign.estimators import HTAFNetClassifier
 from sksign.kernels import popcount_instructions, target_has
-from sksign.nn.activations import StepActivation, force_step_mode
+from sksign.nn.activations import StepActivation
 
 
 @pytest.fixture(scope="module")
@@ -106,55 +105,44 @@ def test_timing_against_a_reference(bnn, digits):
     )
 
 
-def _hand_timed_forward(module, x, n_repeats):
-    """Best time of the module's eval forward, exact step, no grad, 1 thread."""
-    module.eval()
-    with force_step_mode(module, "hard"):
-        with torch.inference_mode():
-            module(x)  # warm-up
-        best = math.inf
-        for _ in range(n_repeats):
-            start = time.perf_counter()
-            with torch.inference_mode():
-                module(x)
-            best = min(best, time.perf_counter() - start)
-    return best
-
-
 @pytest.mark.parametrize("batch", [1, 64])
-def test_reference_is_the_torch_forward(heaviside_mlp, digits, batch):
-    """Check that the reference time is the module's forward, not skorch's predict.
+def test_reference_is_the_torch_forward(heaviside_mlp, digits, batch, monkeypatch):
+    """Check that the reference timed is the module's forward alone, not
+    skorch's predict (which takes 6-10x the forward here: data loader,
+    validation, conversion).
 
-    On the 2-core box, shared with other jobs (load average up to 6), the
-    best of 50 runs still moved by up to 1.5x from one measurement to the
-    next (a round that never got a quiet moment), whereas the median over 12
-    alternating rounds of the best of 50 stayed within 10% of the hand-timed
-    forward in 20 trials: hence the median of the rounds' best times, within
-    20%. skorch's predict (the old reference) takes 6-10x the forward here
-    (data loader, validation, conversion), far outside that band; the last
-    assertion checks that the band tells them apart.
+    With skorch's entry points made to raise, the summary still times the
+    reference, and every timed run calls the module's forward once on the
+    same float32 tensor, converted from `X` before the runs: no conversion
+    or validation inside the timed call. (This used to compare the reported
+    time with a hand-timed forward, within 20%; on a loaded 2-core machine
+    that comparison failed now and then, and a timing belongs to the
+    benchmarks.)
     """
     _, X_test, _, _ = digits
     X = X_test[:batch]
     packed = pack(heaviside_mlp)
-    x = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
     module = heaviside_mlp.module_
-    hand, reported, skorch = [], [], []
-    threads = torch.get_num_threads()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("skorch's predict path was called")
+
+    for name in ("predict", "predict_proba", "infer", "forward", "forward_iter"):
+        monkeypatch.setattr(heaviside_mlp, name, refuse)
+    inputs = []
+    handle = module.register_forward_hook(lambda m, args, out: inputs.append(args[0]))
     try:
-        for _ in range(12):
-            torch.set_num_threads(1)
-            hand.append(_hand_timed_forward(module, x, 50))
-            rows, _ = packed_summary(packed, X, reference=heaviside_mlp, n_repeats=50)
-            reported.append(rows[-1]["seconds_reference"])
+        rows, _ = packed_summary(packed, X, reference=heaviside_mlp, n_repeats=7)
     finally:
-        torch.set_num_threads(threads)
-    for _ in range(3):
-        start = time.perf_counter()
-        heaviside_mlp.predict(X)
-        skorch.append(time.perf_counter() - start)
-    assert np.median(reported) == pytest.approx(np.median(hand), rel=0.2)
-    assert min(skorch) > 1.2 * np.median(hand)
+        handle.remove()
+    assert rows[-1]["reference"].startswith("the torch module's forward")
+    assert rows[-1]["seconds_reference"] > 0
+    assert len(inputs) >= 7
+    first = inputs[0]
+    assert first.dtype == torch.float32
+    assert tuple(first.shape) == (batch, 64)
+    assert all(x.data_ptr() == first.data_ptr() for x in inputs)
+    np.testing.assert_array_equal(first.numpy(), X.astype(np.float32))
 
 
 def test_torch_reference_runs_as_the_packed_net(heaviside_mlp, digits):
