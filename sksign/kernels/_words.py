@@ -289,11 +289,13 @@ def words_hamming_distances(A, B, *, out=None, n_jobs=None):
             kernel(A[rows], B, out[rows])
             return
         step = max(4, _BUFFER_BYTES // (4 * max(1, B.shape[0])))
+        # one buffer a thread, its pages touched once
+        buffer = np.empty((min(step, rows.stop - rows.start), B.shape[0]), np.int32)
         for part in row_batches(rows.stop - rows.start, step):
             at = slice(rows.start + part.start, rows.start + part.stop)
-            buffer = np.empty((at.stop - at.start, B.shape[0]), np.int32)
-            kernel(A[at], B, buffer)
-            out[at] = buffer
+            counts_at = buffer[: at.stop - at.start]
+            kernel(A[at], B, counts_at)
+            out[at] = counts_at
 
     run_in_threads(counts, [(s,) for s in slices], n_threads)
     return out
