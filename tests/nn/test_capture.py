@@ -3,6 +3,8 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import threading
+
 import pytest
 import torch
 from torch import nn
@@ -12,6 +14,7 @@ from sksign.nn import (
     capture_activations,
     forward_hooks,
     temporarily_eval,
+    temporary_mode,
 )
 from sksign.nn.hooks import call_key
 
@@ -205,3 +208,74 @@ def test_temporarily_eval_restores_after_exception():
 def test_call_key():
     """Check the keys of repeated calls of a layer in one forward pass."""
     assert [call_key("act", i) for i in range(3)] == ["act", "act#1", "act#2"]
+
+
+def _in_thread(fn):
+    """Run `fn` on another thread and return its result (or raise its error)."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # re-raised on this thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def test_forward_hooks_act_only_on_the_thread_that_attached_them():
+    """Check another thread's forward pass is neither seen nor changed."""
+    net = _net().eval()
+    x = torch.randn(5, 3)
+    plain = net(x)
+    seen = []
+    pre = [(net[1], lambda m, args: seen.append(threading.get_ident()))]
+    post = [(net[3], lambda m, args, out: out * 0)]
+    with forward_hooks(pre, post):
+        other = _in_thread(lambda: net(x))
+        here = net(x)
+    torch.testing.assert_close(other, plain)
+    assert torch.count_nonzero(here) == 0
+    assert seen == [threading.get_ident()]
+
+
+def test_blocks_of_one_mode_on_several_threads_share_it():
+    """Check a net in train mode stays in eval until the last block leaves."""
+    net = _net()
+    entered, left = threading.Event(), threading.Event()
+
+    def other_block():
+        with temporarily_eval(net):
+            entered.set()
+            left.wait(5)
+            return _modes(net)
+
+    thread = threading.Thread(target=other_block)
+    with temporarily_eval(net):
+        thread.start()
+        assert entered.wait(5)
+    # this thread left first: the other block's pass must still run in eval
+    assert _modes(net) == [False] * 5
+    left.set()
+    thread.join()
+    assert _modes(net) == [True] * 5
+
+
+def test_nested_blocks_of_other_modes_restore_in_turn():
+    """Check eval inside train inside eval restores each level's flags."""
+    net = _net().eval()
+    net[2].train()  # a submodule in its own mode
+    before = _modes(net)
+    with temporarily_eval(net):
+        with temporary_mode(net, training=True):
+            assert _modes(net) == [True] * 5
+            with temporarily_eval(net):
+                assert _modes(net) == [False] * 5
+            assert _modes(net) == [True] * 5
+        assert _modes(net) == [False] * 5
+    assert _modes(net) == before

@@ -6,6 +6,14 @@ relaxation-gap callback, :func:`~sksign.nn.binary_summary`) goes through
 :func:`forward_hooks` or :func:`capture_activations`: hooks are attached on
 entry and removed on exit, also after an exception, and the train/eval mode
 of every submodule is restored with :func:`temporarily_eval` where asked.
+
+Several threads may read one fitted net at once (a model server, a thread
+pool over ``transform``). A ``with`` block's hooks therefore act only on the
+forward passes of the thread that opened it: another thread's pass through
+the same module neither feeds this block's recorder nor takes its
+interventions. Blocks that set the same mode on one module from several
+threads share it: the flags saved by the first are restored when the last
+leaves, so no thread's pass runs in the mode another thread restored.
 """
 
 # Authors: The sksign developers
@@ -13,6 +21,8 @@ of every submodule is restored with :func:`temporarily_eval` where asked.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +44,11 @@ __all__ = [
 #: A hook to attach: ``(module, fn)``; ``fn`` has torch's forward (pre-)hook
 #: signature.
 HookSpec = tuple[nn.Module, Callable[..., Any]]
+
+_MODES_LOCK = threading.Lock()
+#: id(module) -> the mode blocks set on it, now: [module, training, saved
+#: flags, blocks in it]; the last entry of each list is in force
+_MODES: dict[int, list[list[Any]]] = {}
 
 
 def call_key(name: str, i: int) -> str:
@@ -69,7 +84,10 @@ def temporary_mode(
 
     The one place where sksign saves and restores ``.training`` flags: each
     submodule gets its own flag back on exit, also after an exception (a
-    backbone frozen in ``eval()`` inside a training net stays so).
+    backbone frozen in ``eval()`` inside a training net stays so). Blocks
+    that set the mode already in force on `module` (other threads reading
+    the same net, or a block nested in one of the same mode) share it: the
+    flags saved by the first are restored when the last of them leaves.
 
     Parameters
     ----------
@@ -95,14 +113,27 @@ def temporary_mode(
     >>> net.training, net[1].training
     (False, False)
     """
-    saved = [(m, m.training) for m in module.modules()]
-    try:
+    with _MODES_LOCK:
+        held = _MODES.setdefault(id(module), [])
+        if training is not None and held and held[-1][1] == training:
+            entry = held[-1]  # another block set this mode: share it
+            entry[3] += 1
+        else:
+            entry = [module, training, [(m, m.training) for m in module.modules()], 1]
+            held.append(entry)
         if training is not None:
             module.train(training)
+    try:
         yield module
     finally:
-        for m, flag in saved:
-            m.training = flag
+        with _MODES_LOCK:
+            entry[3] -= 1
+            if entry[3] == 0:  # the last block in this mode: restore
+                for m, flag in entry[2]:
+                    m.training = flag
+                held.remove(entry)
+                if not held:
+                    del _MODES[id(module)]
 
 
 @contextmanager
@@ -134,6 +165,20 @@ def temporarily_eval(module: nn.Module) -> Iterator[nn.Module]:
     """
     with temporary_mode(module, training=False):
         yield module
+
+
+def _this_thread_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, run only on the thread that attaches it (None elsewhere: torch
+    then leaves the input or output as it is)."""
+    owner = threading.get_ident()
+
+    @functools.wraps(fn)
+    def hook(*args):
+        if threading.get_ident() != owner:
+            return None
+        return fn(*args)
+
+    return hook
 
 
 @contextmanager
@@ -176,16 +221,19 @@ def forward_hooks(
     (1, True)
     """
     handles: list[RemovableHandle] = []
+    here = _this_thread_only
     with ExitStack() as stack:
         try:
             for module, fn in pre:
-                handles.append(module.register_forward_pre_hook(fn))
+                handles.append(module.register_forward_pre_hook(here(fn)))
             for module, fn in pre_with_kwargs:
-                handles.append(module.register_forward_pre_hook(fn, with_kwargs=True))
+                handles.append(
+                    module.register_forward_pre_hook(here(fn), with_kwargs=True)
+                )
             for module, fn in post:
-                handles.append(module.register_forward_hook(fn))
+                handles.append(module.register_forward_hook(here(fn)))
             for module, fn in post_with_kwargs:
-                handles.append(module.register_forward_hook(fn, with_kwargs=True))
+                handles.append(module.register_forward_hook(here(fn), with_kwargs=True))
             if eval_mode is not None:
                 stack.enter_context(temporarily_eval(eval_mode))
             yield
