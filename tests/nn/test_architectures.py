@@ -385,7 +385,7 @@ def test_check_input_shape_accepts_fitting_shapes():
 # points, and a ResNet-18 with HTAF(2, 11) at every activation stays near
 # chance at lr 3e-3 (0.35 at width 8).
 TRAINING = [
-    ("resnet18", "relu", {"width": 8}, 3, 3e-3, 0.85),
+    ("resnet18", "relu", {"width": 8}, 4, 3e-3, 0.85),
     ("resnet18", "htaf", {"width": 16}, 20, 3e-4, 0.8),
     ("vit", "gelu", {}, 10, 3e-3, 0.8),
     ("wrn", "htaf", {"widen_factor": 2}, 20, 2e-3, 0.85),
