@@ -68,7 +68,9 @@ def run_in_threads(func, tasks, n_threads: int) -> list:
     :func:`worker_pool`; each takes the next task from one shared list, so a
     thread slowed by other work on its core takes fewer. Every task has
     finished (or raised) when this returns, so none still writes into shared
-    outputs after an error; the first error (in task order) is raised.
+    outputs after an error; the first error (in task order) is raised. A
+    helper still queued when the calling thread has run out of tasks (the
+    pool's threads busy with other calls) is cancelled, not waited for.
 
     Examples
     --------
@@ -95,7 +97,10 @@ def run_in_threads(func, tasks, n_threads: int) -> list:
     futures = [pool.submit(work) for _ in range(helpers)]
     work()
     for f in futures:
-        f.result()
+        # a helper not started yet (the pool's threads busy elsewhere) would
+        # find no task left: no need to wait for a thread to take it
+        if not f.cancel():
+            f.result()
     if errors:
         raise errors[min(errors)]
     return results

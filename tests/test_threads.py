@@ -110,3 +110,20 @@ def test_a_forked_child_runs_the_threaded_kernels():
     assert child.exitcode == 0
     assert queue.get(timeout=5) == expected
     assert expected[:2] == (0, True)
+
+
+def test_a_call_does_not_wait_for_a_helper_still_queued():
+    """Check a call on a busy pool runs its tasks itself and returns."""
+    pool = worker_pool(2)
+    release = threading.Event()
+    blockers = [pool.submit(release.wait, 10) for _ in range(pool._max_workers)]
+    try:
+        t0 = time.perf_counter()
+        out = run_in_threads(lambda i: i + 1, [(i,) for i in range(6)], 2)
+        took = time.perf_counter() - t0
+    finally:
+        release.set()
+        for f in blockers:
+            f.result()
+    assert out == list(range(1, 7))
+    assert took < 1.0  # not the blockers' 10 s
