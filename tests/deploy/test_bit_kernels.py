@@ -19,7 +19,12 @@ from sksign.deploy._kernels import (
     unpack_words,
     xnor_affine,
 )
-from sksign.deploy._kernels._bits import flag_buffers, pack_flags
+from sksign.deploy._kernels._bits import (
+    certain_step_bits,
+    flag_buffers,
+    pack_flags,
+    step_interval,
+)
 from sksign.deploy._kernels._madd import BLOCK_ROWS, step_by_pairs
 from sksign.deploy._kernels._xnor import vector_blocks, xnor_affine_vectors
 from sksign.kernels import pack_bits, packed_to_words
@@ -403,3 +408,57 @@ def test_channel_shares_are_numpys_global_average_pool(n_units, pixels):
     channel_shares(words, pixels, n_units, out, 0, 1)
     channel_shares(words, pixels, n_units, out, 1, 3)
     np.testing.assert_array_equal(out, ref)
+
+
+@njit
+def _certain_bits(z, threshold, bound):
+    """:func:`certain_step_bits` of each row of `z`: bits, doubts, any."""
+    n_words = -(-threshold.shape[0] // 64)
+    low, high = step_interval(threshold, bound)
+    out = np.zeros((z.shape[0], n_words), np.uint64)
+    doubt = np.zeros((z.shape[0], n_words), np.uint64)
+    unsure = np.zeros(z.shape[0], np.bool_)
+    flat = z.reshape(-1)
+    for i in range(z.shape[0]):
+        unsure[i] = certain_step_bits(
+            flat, i * z.shape[1], threshold, low, high, out, i, doubt[i]
+        )
+    return out, doubt, unsure
+
+
+@settings(max_examples=60, deadline=None)  # the first example compiles
+@given(
+    st.integers(1, 200),
+    st.integers(1, 5),
+    st.floats(0, 1),
+    st.integers(0, 2**32 - 1),
+)
+def test_certain_step_bits_flag_every_output_within_the_bound(
+    n_out, n_rows, spread, seed
+):
+    """Check the bits are ``z > t``, and every ``|z - t| <= bound`` is in doubt.
+
+    Against float64 numpy, sums placed at, near and far from their
+    thresholds, subnormal ones too; doubts past the bound stay few.
+    """
+    rng = np.random.default_rng(seed)
+    threshold = rng.standard_normal(n_out).astype(np.float32)
+    threshold[::7] = rng.standard_normal(len(threshold[::7])) * 1e-39  # subnormal
+    bound = np.abs(rng.standard_normal(n_out)) * spread * 1e-3
+    bound[::5] = 0.0
+    # sums at the threshold, one float32 step either side, and farther off
+    offsets = rng.choice([0.0, 1.0, -1.0, 1e-4, -1e-4, 1.0, -0.3], (n_rows, n_out))
+    z = (threshold + offsets * rng.random((n_rows, n_out))).astype(np.float32)
+    z[:, ::3] = np.nextafter(threshold[::3], rng.choice([-np.inf, np.inf]))
+    out, doubt, unsure = _certain_bits(np.ascontiguousarray(z), threshold, bound)
+    np.testing.assert_array_equal(out, _words((z > threshold).astype(np.uint8)))
+    near = np.abs(z.astype(np.float64) - threshold) <= bound
+    flagged = _words(near.astype(np.uint8))
+    assert ((flagged & ~doubt) == 0).all()  # every output within the bound
+    assert (doubt & ~_words(np.ones_like(z, np.uint8)) == 0).all()  # no padding
+    np.testing.assert_array_equal(unsure, doubt.any(axis=1))
+    wide = np.abs(z.astype(np.float64) - threshold) <= 2 * bound + 1e-6 * (
+        np.abs(threshold) + 1e-30
+    )
+    # the doubts are the bound's, widened by roundings only
+    assert ((doubt & ~_words(wide.astype(np.uint8))) == 0).all()

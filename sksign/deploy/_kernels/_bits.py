@@ -32,12 +32,14 @@ from sksign.kernels import popcount64
 __all__ = [
     "ROW_BLOCK",
     "bit_accumulate",
+    "certain_step_bits",
     "channel_shares",
     "count_bits",
     "flag_buffers",
     "pack_affine_ge",
     "pack_flags",
     "pack_ge",
+    "step_interval",
     "unit_of_bit",
     "unpack_words",
     "word_bit",
@@ -212,6 +214,93 @@ def _affine_step_bits(typingctx, z, zi, scale, shift, c):
         return builder.zext(bits, ir.IntType(64))
 
     return types.uint64(z, zi, scale, shift, c), codegen
+
+
+@intrinsic(prefer_literal=True)
+def _compare_bits(typingctx, a, ai, b, bi, op):
+    """The 16 bits ``a.flat[ai + j] <op> b.flat[bi + j]`` (op ``">"``, ``">="``
+    or ``"<="``, a literal; NaN compares false) in the unit layout of this
+    module, as a uint64: one vector compare, the lanes ordered as in
+    :func:`_affine_step_bits`. float32 C-contiguous arrays, indices in range
+    (not checked)."""
+    if not (
+        all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (a, b))
+        and isinstance(op, types.StringLiteral)
+        and op.literal_value in (">", ">=", "<=")
+    ):
+        return None
+    relation = op.literal_value
+
+    def codegen(context, builder, sig, args):
+        vec = ir.VectorType(ir.FloatType(), STEP_GROUP)
+        i32 = ir.IntType(32)
+        order = ir.Constant(
+            ir.VectorType(i32, STEP_GROUP),
+            [8 * (lane // 8) + 7 - lane % 8 for lane in range(STEP_GROUP)],
+        )
+
+        def load(p):
+            data = context.make_array(sig.args[p])(context, builder, args[p]).data
+            at = context.cast(builder, args[p + 1], sig.args[p + 1], types.int64)
+            ptr = builder.bitcast(builder.gep(data, [at]), vec.as_pointer())
+            v = builder.load(ptr, align=4)
+            return builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), order)
+
+        held = builder.fcmp_ordered(relation, load(0), load(2))
+        bits = builder.bitcast(held, ir.IntType(STEP_GROUP))
+        return builder.zext(bits, ir.IntType(64))
+
+    return types.uint64(a, ai, b, bi, op), codegen
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def step_interval(threshold, bound):
+    """``(low, high)`` float32 per output: an interval that holds every float
+    within ``bound`` of ``threshold`` (float64 bounds rounded outwards), for
+    :func:`certain_step_bits`."""
+    n = threshold.shape[0]
+    low, high = np.empty(n, np.float32), np.empty(n, np.float32)
+    for o in range(n):
+        t, b = np.float64(threshold[o]), bound[o]
+        # margins past the rounding to float32 (half an ulp: 2**-24 of the
+        # value, or 2**-150 among the subnormals) and past float64's
+        lo, hi = t - b, t + b
+        low[o] = np.float32(lo - abs(lo) * 2.0**-22 - 2.0**-148)
+        high[o] = np.float32(hi + abs(hi) * 2.0**-22 + 2.0**-148)
+    return low, high
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def certain_step_bits(z, zi, threshold, low, high, out, i, doubt):
+    """Row `i` of `out`: the bits ``z.flat[zi + o] > threshold[o]``, and in
+    `doubt` (one word per word of `out`) the outputs whose ``z`` lies in
+    ``[low[o], high[o]]`` (:func:`step_interval`), too close to tell; whether
+    any does. Sixteen outputs a vector compare (:func:`_compare_bits`), the
+    rest one by one; bits past the outputs stay 0."""
+    n_out = threshold.shape[0]
+    whole = n_out // STEP_GROUP * STEP_GROUP
+    unsure = np.uint64(0)
+    for w in range(out.shape[1]):
+        fire, near = np.uint64(0), np.uint64(0)
+        base = 64 * w
+        for g in range(0, min(64, whole - base), STEP_GROUP):
+            c = base + g
+            at = zi + c
+            fire |= _compare_bits(z, at, threshold, c, ">") << np.uint64(g)
+            inside = _compare_bits(z, at, low, c, ">=") & _compare_bits(
+                z, at, high, c, "<="
+            )
+            near |= inside << np.uint64(g)
+        for j in range(max(0, min(64, whole - base)), min(64, n_out - base)):
+            u = base + j
+            v = z[zi + u]
+            bit = word_bit(j)
+            fire |= np.uint64(v > threshold[u]) * bit
+            near |= np.uint64((v >= low[u]) & (v <= high[u])) * bit
+        out[i, w] = fire
+        doubt[w] = near
+        unsure |= near
+    return unsure != 0
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -27,7 +27,12 @@ from __future__ import annotations
 import numpy as np
 from numba import literal_unroll, literally, njit
 
-from sksign.deploy._kernels._bits import flag_buffers, pack_flags, unit_of_bit, word_bit
+from sksign.deploy._kernels._bits import (
+    certain_step_bits,
+    step_interval,
+    unit_of_bit,
+    word_bit,
+)
 from sksign.deploy._kernels._conv import (
     block_buffers,
     epilogue_rows,
@@ -342,7 +347,8 @@ def sum_conv_step(
     t64 = np.empty(n_out, np.float64)  # the thresholds in float64
     for o in range(n_out):
         t64[o] = threshold[o]
-    flag_words, flags = flag_buffers(out.shape[1])
+    low, high = step_interval(threshold, bound)
+    doubt = np.empty(out.shape[1], np.uint64)
     units = np.empty(w_rows.shape[1], np.int64)
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
@@ -350,20 +356,13 @@ def sum_conv_step(
         _sums(*args, b0, nb)
         for r in range(nb):
             row, at = b0 + r, r * width
-            # in vectors: each output's flag, and whether any output is too
-            # close to tell in float32 (no branch on a bit: it is a coin
-            # toss); then the flags into words
-            unsure = 0
-            for o in range(n_out):
-                v = np.float64(acc[at + o]) - t64[o]
-                flags[o] = v > 0
-                unsure += abs(v) <= bound[o]
-            pack_flags(flag_words, out, row)
-            if unsure:  # rare: sum those in float64 from the weights
+            # in vectors, with no branch on a bit (a coin toss): the bits
+            # from the float32 sums, and which are too close to tell
+            if certain_step_bits(acc, at, threshold, low, high, out, row, doubt):
+                # rare: sum those in float64 from the weights
                 n_active = _active_units(x, org, r, g, channels, units)
                 for o in range(n_out):
-                    v = np.float64(acc[at + o]) - t64[o]
-                    if abs(v) <= bound[o]:
+                    if doubt[o // 64] & word_bit(o):
                         exact = 0.0
                         for i in range(n_active):
                             exact += np.float64(w_rows[o, units[i]])
