@@ -115,8 +115,24 @@ def popcount_peak(repeats=20000, threads=1):
 
 
 @njit(cache=True, nogil=True)
-def _no_work(out, i):
-    out[i] = i
+def _busy(out, i, n):
+    """`n` dependent multiply-adds: a task of a known time."""
+    x = 1.0
+    for _ in range(n):
+        x = x * 0.999999 + 1e-6
+    out[i] = x
+
+
+def _busy_iterations(seconds):
+    """Iterations of :func:`_busy` that take about `seconds` (best of 5)."""
+    out = np.zeros(1)
+    _busy(out, 0, 1)
+    n, best = 100_000, np.inf
+    for _ in range(5):
+        t0 = time.perf_counter()
+        _busy(out, 0, n)
+        best = min(best, time.perf_counter() - t0)
+    return max(1, int(n * seconds / best))
 
 
 def _python_for(seconds):
@@ -126,30 +142,31 @@ def _python_for(seconds):
         pass
 
 
-def handoff_seconds(calls=400):
-    """Median time one parallel call on two threads takes beyond doing its
-    two (empty) tasks on the calling thread: waking a pool thread, and
-    waiting for it (:func:`sksign._threads.run_in_threads`).
+def handoff_seconds(calls=400, task_seconds=2e-4):
+    """Median time a call of two tasks of `task_seconds` each takes on two
+    threads beyond one task's time: waking a pool thread and waiting for it
+    (:func:`sksign._threads.run_in_threads`), up to `task_seconds` (a helper
+    later than that finds no task left, and the call does not wait for it).
 
-    The caller runs Python between the calls, as a forward does between its
-    layers. A layer split over two threads saves time only where half its
-    work takes longer than this (and than reading its weights into the
-    second core's cache).
+    Half of the one-thread median is one task's time; the caller runs Python
+    between the calls, as a forward does between its layers. A layer split
+    over two threads saves time only where half its work takes longer than
+    this (and than reading its weights into the second core's cache).
     """
-    out = np.zeros(2, np.int64)
-    tasks = [(out, 0), (out, 1)]
-    _no_work(out, 0)
+    n = _busy_iterations(task_seconds)
+    out = np.zeros(2)
+    tasks = [(out, 0, n), (out, 1, n)]
     times = {}
-    for n in (1, 2, 1, 2):
-        run_in_threads(_no_work, tasks, n)  # pool made, both paths warm
+    for n_threads in (1, 2, 1, 2):
+        run_in_threads(_busy, tasks, n_threads)  # pool made, both paths warm
         ts = []
         for _ in range(calls):
             t0 = time.perf_counter()
-            run_in_threads(_no_work, tasks, n)
+            run_in_threads(_busy, tasks, n_threads)
             ts.append(time.perf_counter() - t0)
             _python_for(5e-5)  # the caller busy in Python, as between layers
-        times[n] = min(times.get(n, np.inf), float(np.median(ts)))
-    return times[2] - times[1]
+        times[n_threads] = min(times.get(n_threads, np.inf), float(np.median(ts)))
+    return times[2] - times[1] / 2
 
 
 def print_machine(threads=(1, 2)):
