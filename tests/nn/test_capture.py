@@ -279,3 +279,14 @@ def test_nested_blocks_of_other_modes_restore_in_turn():
             assert _modes(net) == [True] * 5
         assert _modes(net) == [False] * 5
     assert _modes(net) == before
+
+
+def test_a_nested_block_of_the_same_mode_restores_what_it_found():
+    """Check a block inside one of the same mode gives back the flags it met."""
+    net = _net()
+    with temporarily_eval(net):
+        net[2].train()  # the outer block's code switches a submodule back
+        with temporarily_eval(net):
+            assert _modes(net) == [False] * 5
+        assert net[2].training
+    assert _modes(net) == [True] * 5

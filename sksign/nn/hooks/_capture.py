@@ -46,8 +46,9 @@ __all__ = [
 HookSpec = tuple[nn.Module, Callable[..., Any]]
 
 _MODES_LOCK = threading.Lock()
-#: id(module) -> the mode blocks set on it, now: [module, training, saved
-#: flags, blocks in it]; the last entry of each list is in force
+#: id(module) -> the modes blocks set on it, now: [module, training, saved
+#: flags, blocks in it, the thread that set it]; the last entry of each list
+#: is in force
 _MODES: dict[int, list[list[Any]]] = {}
 
 
@@ -84,10 +85,12 @@ def temporary_mode(
 
     The one place where sksign saves and restores ``.training`` flags: each
     submodule gets its own flag back on exit, also after an exception (a
-    backbone frozen in ``eval()`` inside a training net stays so). Blocks
-    that set the mode already in force on `module` (other threads reading
-    the same net, or a block nested in one of the same mode) share it: the
-    flags saved by the first are restored when the last of them leaves.
+    backbone frozen in ``eval()`` inside a training net stays so). A block
+    that sets the mode another thread's block has in force on `module`
+    (threads reading the same net) shares it: the flags saved by the first
+    are restored when the last of them leaves, so no thread's forward runs
+    in the mode another restored. Blocks nested on one thread save and
+    restore in turn.
 
     Parameters
     ----------
@@ -113,13 +116,20 @@ def temporary_mode(
     >>> net.training, net[1].training
     (False, False)
     """
+    me = threading.get_ident()
     with _MODES_LOCK:
         held = _MODES.setdefault(id(module), [])
-        if training is not None and held and held[-1][1] == training:
-            entry = held[-1]  # another block set this mode: share it
+        if (
+            training is not None
+            and held
+            and held[-1][1] == training
+            and held[-1][4] != me
+        ):
+            entry = held[-1]  # another thread's block set this mode: share it
             entry[3] += 1
         else:
-            entry = [module, training, [(m, m.training) for m in module.modules()], 1]
+            saved = [(m, m.training) for m in module.modules()]
+            entry = [module, training, saved, 1, me]
             held.append(entry)
         if training is not None:
             module.train(training)
