@@ -171,6 +171,32 @@ def pack_ge(z, threshold, out, r0, r1):
 STEP_GROUP = 16
 
 
+#: A vector of the float32 values of :data:`STEP_GROUP` units.
+_UNIT_VECTOR = ir.VectorType(ir.FloatType(), STEP_GROUP)
+#: Lane L takes unit 8 (L // 8) + 7 - L % 8, so that bit L of a compare's
+#: mask is that unit's bit in the unit layout.
+_UNIT_ORDER = ir.Constant(
+    ir.VectorType(ir.IntType(32), STEP_GROUP),
+    [8 * (lane // 8) + 7 - lane % 8 for lane in range(STEP_GROUP)],
+)
+
+
+def _load_units(builder, data, at):
+    """LLVM IR: the :data:`STEP_GROUP` floats from ``data[at]`` (a float
+    pointer), in the lane order :data:`_UNIT_ORDER`."""
+    ptr = builder.bitcast(builder.gep(data, [at]), _UNIT_VECTOR.as_pointer())
+    v = builder.load(ptr, align=4)
+    return builder.shuffle_vector(
+        v, ir.Constant(_UNIT_VECTOR, ir.Undefined), _UNIT_ORDER
+    )
+
+
+def _mask_word(builder, held):
+    """LLVM IR: a compare's mask of units in :data:`_UNIT_ORDER` as their
+    bits of a uint64 word (the two low bytes)."""
+    return builder.zext(builder.bitcast(held, ir.IntType(STEP_GROUP)), ir.IntType(64))
+
+
 @intrinsic
 def _affine_step_bits(typingctx, z, zi, scale, shift, c):
     """The 16 bits ``z.flat[zi + j] * scale[c + j] + shift[c + j] >= 0`` in
@@ -186,8 +212,6 @@ def _affine_step_bits(typingctx, z, zi, scale, shift, c):
         return None
 
     def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.FloatType(), STEP_GROUP)
-        i32 = ir.IntType(32)
         z_data, scale_data, shift_data = (
             context.make_array(sig.args[p])(context, builder, args[p]).data
             for p in (0, 2, 3)
@@ -195,23 +219,14 @@ def _affine_step_bits(typingctx, z, zi, scale, shift, c):
         zi, c = (
             context.cast(builder, args[p], sig.args[p], types.int64) for p in (1, 4)
         )
-        # lane L takes unit 8 (L // 8) + 7 - L % 8: mask bit L is its bit
-        order = ir.Constant(
-            ir.VectorType(i32, STEP_GROUP),
-            [8 * (lane // 8) + 7 - lane % 8 for lane in range(STEP_GROUP)],
-        )
-
-        def load(data, at):
-            p = builder.bitcast(builder.gep(data, [at]), vec.as_pointer())
-            v = builder.load(p, align=4)
-            return builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), order)
-
         v = builder.fadd(
-            builder.fmul(load(z_data, zi), load(scale_data, c)), load(shift_data, c)
+            builder.fmul(
+                _load_units(builder, z_data, zi), _load_units(builder, scale_data, c)
+            ),
+            _load_units(builder, shift_data, c),
         )
-        fired = builder.fcmp_ordered(">=", v, ir.Constant(vec, [0.0] * STEP_GROUP))
-        bits = builder.bitcast(fired, ir.IntType(STEP_GROUP))
-        return builder.zext(bits, ir.IntType(64))
+        zero = ir.Constant(_UNIT_VECTOR, [0.0] * STEP_GROUP)
+        return _mask_word(builder, builder.fcmp_ordered(">=", v, zero))
 
     return types.uint64(z, zi, scale, shift, c), codegen
 
@@ -232,23 +247,12 @@ def _compare_bits(typingctx, a, ai, b, bi, op):
     relation = op.literal_value
 
     def codegen(context, builder, sig, args):
-        vec = ir.VectorType(ir.FloatType(), STEP_GROUP)
-        i32 = ir.IntType(32)
-        order = ir.Constant(
-            ir.VectorType(i32, STEP_GROUP),
-            [8 * (lane // 8) + 7 - lane % 8 for lane in range(STEP_GROUP)],
-        )
-
         def load(p):
             data = context.make_array(sig.args[p])(context, builder, args[p]).data
             at = context.cast(builder, args[p + 1], sig.args[p + 1], types.int64)
-            ptr = builder.bitcast(builder.gep(data, [at]), vec.as_pointer())
-            v = builder.load(ptr, align=4)
-            return builder.shuffle_vector(v, ir.Constant(vec, ir.Undefined), order)
+            return _load_units(builder, data, at)
 
-        held = builder.fcmp_ordered(relation, load(0), load(2))
-        bits = builder.bitcast(held, ir.IntType(STEP_GROUP))
-        return builder.zext(bits, ir.IntType(64))
+        return _mask_word(builder, builder.fcmp_ordered(relation, load(0), load(2)))
 
     return types.uint64(a, ai, b, bi, op), codegen
 
