@@ -45,11 +45,21 @@ __all__ = [
 #: signature.
 HookSpec = tuple[nn.Module, Callable[..., Any]]
 
+
+@dataclass(eq=False)  # removed from its list by identity
+class _Mode:
+    """A mode that :func:`temporary_mode` blocks have set on a module."""
+
+    module: nn.Module  # held, so that its id is not reused meanwhile
+    training: bool | None
+    saved: list[tuple[nn.Module, bool]]  # every submodule's flag before
+    thread: int  # the thread whose block set it
+    blocks: int = 1  # the blocks in it, that thread's and others'
+
+
 _MODES_LOCK = threading.Lock()
-#: id(module) -> the modes blocks set on it, now: [module, training, saved
-#: flags, blocks in it, the thread that set it]; the last entry of each list
-#: is in force
-_MODES: dict[int, list[list[Any]]] = {}
+#: id(module) -> the modes blocks have set on it, the last one in force
+_MODES: dict[int, list[_Mode]] = {}
 
 
 def call_key(name: str, i: int) -> str:
@@ -119,29 +129,30 @@ def temporary_mode(
     me = threading.get_ident()
     with _MODES_LOCK:
         held = _MODES.setdefault(id(module), [])
+        last = held[-1] if held else None
         if (
             training is not None
-            and held
-            and held[-1][1] == training
-            and held[-1][4] != me
+            and last is not None
+            and last.training == training
+            and last.thread != me
         ):
-            entry = held[-1]  # another thread's block set this mode: share it
-            entry[3] += 1
+            mode = last  # another thread's block set this mode: share it
+            mode.blocks += 1
         else:
             saved = [(m, m.training) for m in module.modules()]
-            entry = [module, training, saved, 1, me]
-            held.append(entry)
+            mode = _Mode(module, training, saved, me)
+            held.append(mode)
         if training is not None:
             module.train(training)
     try:
         yield module
     finally:
         with _MODES_LOCK:
-            entry[3] -= 1
-            if entry[3] == 0:  # the last block in this mode: restore
-                for m, flag in entry[2]:
+            mode.blocks -= 1
+            if mode.blocks == 0:  # the last block in this mode: restore
+                for m, flag in mode.saved:
                     m.training = flag
-                held.remove(entry)
+                held.remove(mode)
                 if not held:
                     del _MODES[id(module)]
 
