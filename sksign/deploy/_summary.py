@@ -169,11 +169,12 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         (how layers of real weights on bits followed by a step multiply 8 rows
         or more here: by look-up tables of 14-bit weights with ``vpermb`` and
         ``vpdpbusd`` from 32 rows where the CPU has AVX-512 VBMI and VNNI,
+        with ``vpshufb`` where it has AVX2 but no AVX-512 BW,
         ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
         ``"float32 BLAS of the unpacked bits"``), ``block_sums`` (how a residual
         block's float sum that goes to a BatchNorm and step alone runs: from
-        look-up sums to the step's bits where the CPU has AVX-512 VBMI and
-        VNNI, else layer by layer), ``seconds_packed`` and, with a
+        look-up sums to the step's bits where the CPU has those look-ups,
+        else layer by layer), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
         ``speedup`` (``seconds_reference / seconds_packed``: below 1 when the

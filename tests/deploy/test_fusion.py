@@ -112,7 +112,7 @@ NETS = {
     "resnet18": {"width": 5},
     "wrn": {"depth": 10, "widen_factor": 1},
     # a last block of 128 channels: its sum goes to the step by look-up sums
-    # where the CPU has AVX-512 VBMI and VNNI (sksign.deploy._kernels._lut_chain)
+    # where the CPU has table look-ups (sksign.deploy._kernels._lut_chain)
     "wrn_wide": {"depth": 10, "widen_factor": 2},
     "sew_resnet": {"width": 4},
     "bireal": {"width": 5},

@@ -29,7 +29,7 @@ from sksign.deploy._ops._common import (
 from sksign.estimators import HTAFNetClassifier
 
 pytestmark = pytest.mark.skipif(
-    not lut_available(), reason="the look-up sums need AVX-512 VBMI and VNNI"
+    not lut_available(), reason="the look-up sums need AVX-512 VBMI and VNNI, or AVX2"
 )
 
 NONE = np.zeros(0, np.float32)

@@ -1,8 +1,9 @@
 """The look-up sums of bits with 14-bit weights and their certified step.
 
-Where the CPU has AVX-512 VBMI and VNNI, a layer of real weights on bits
-followed by a step sums many rows by table look-ups (``vpermb`` +
-``vpdpbusd``, :mod:`sksign.deploy._kernels._lut`): the tables must hold the
+Where the CPU has AVX-512 VBMI and VNNI, or AVX2 without AVX-512 BW, a layer
+of real weights on bits followed by a step sums many rows by table look-ups
+(``vpermb`` + ``vpdpbusd``, or ``vpshufb``:
+:mod:`sksign.deploy._kernels._lut`): the tables must hold the
 partial sums of the quantised weights, the int32 sums must equal numpy's
 int64 product exactly for any size (inputs off the words and quads, outputs
 off the tiles, rows off the tiles, padding bits set), and the layer's bits
@@ -34,8 +35,16 @@ from sksign.deploy._ops._common import quantise, step_rows
 from sksign.kernels import pack_bits, packed_to_words
 
 pytestmark = pytest.mark.skipif(
-    not lut_available(), reason="needs AVX-512 VBMI and VNNI"
+    not lut_available(), reason="needs AVX-512 VBMI and VNNI, or AVX2"
 )
+
+
+@pytest.fixture(autouse=True)
+def _look_ups_from_32_rows(monkeypatch):
+    """Dense layers of 32 rows or more sum by look-up here, whatever rows
+    this CPU's kernel starts from (``LUT_DENSE_MIN_ROWS``: 128 with
+    ``vpshufb``)."""
+    monkeypatch.setattr(_common, "LUT_DENSE_MIN_ROWS", _common.LUT_STEP_MIN_ROWS)
 
 
 def _words(bits):
@@ -113,7 +122,9 @@ def test_lut_weights_bound_the_residuals():
     assert np.all(np.abs(q) <= LUT_TOP)
     assert not fine[:, 131:].any()  # the even padding adds nothing
     assert tables.shape == (39, 4 * 3 * 128)  # 3 words of 4 quads
-    assert not tables[37:].any()  # outputs padded to whole tiles
+    # outputs padded to whole tiles, as an output of zero weights
+    zero = lut_weights(np.zeros((131, 1), np.float32))[0]
+    assert (tables[37:] == zero[0]).all()
 
 
 @pytest.mark.parametrize("rows", [32, 64, 130])

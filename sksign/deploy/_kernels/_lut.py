@@ -1,4 +1,5 @@
-"""Real weights on bits by table look-ups in registers: ``vpermb`` + ``vpdpbusd``.
+"""Real weights on bits by table look-ups in registers: ``vpermb`` + ``vpdpbusd``
+(AVX-512 VBMI and VNNI) or ``vpshufb`` (AVX2).
 
 Where the CPU has AVX-512 VBMI and VNNI, a layer of real weights on bits
 followed by a step (``bit_dense_step``) sums its quantised weights of many
@@ -26,6 +27,17 @@ output ``o`` (``16 * group + value``), the next 64 the high bytes. A tile of
 :data:`LUT_BLOCKS` blocks of 16 rows by :data:`LUT_OUTPUTS` outputs keeps
 its sums in registers over a run of :data:`LUT_QUADS` quads (whose tables,
 24 KB, stay in L1 while every tile of rows reads them).
+
+Where the CPU has AVX2 but no AVX-512 BW (:data:`LUT_KIND` ``"avx2"``), the
+same tables are read by ``vpshufb``, which looks up 16-byte tables, one per
+128-bit lane: a quad's 64 index bytes lie group by group (byte ``16 g + r``
+is group ``g`` of row ``r`` of the block), so one ``vpshufb`` looks up 2
+groups of 16 rows from the 32 table bytes of those groups, and the bytes
+are added as int16 words
+(:func:`~sksign.deploy._kernels._lut_shuffle.shuffle_tile`): 16 rows x 8
+inputs of one output in 8 instructions for both byte planes, about twice the
+multiply-adds of AVX2's ``vpmaddwd`` per instruction. The sums are the
+same integers.
 """
 
 # Authors: The sksign developers
@@ -40,6 +52,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from sksign.deploy._kernels._bits import pack_flags, unit_of_bit, word_bit
+from sksign.deploy._kernels._lut_shuffle import shuffle_tile
 from sksign.deploy._kernels._madd import (
     active_units,
     coarse_flags,
@@ -51,6 +64,8 @@ from sksign.kernels import counted_loop, popcount64, target_has
 
 __all__ = [
     "LUT_BLOCKS",
+    "LUT_KIND",
+    "LUT_MIN_CHANNELS",
     "LUT_OUTPUTS",
     "LUT_QUADS",
     "LUT_ROWS",
@@ -81,6 +96,12 @@ LUT_OUTPUTS = 3
 LUT_SPLIT_OUTPUTS = 192
 #: Quads of a run of look-ups (their tables: 3 x 64 x 128 bytes = 24 KB).
 LUT_QUADS = 64
+#: Output channels from which a conv step (``bit_conv2d_step``) sums by
+#: look-up (measured on an AMD EPYC, Zen 4, WRN-10-2 of width 16 at batch 1:
+#: its 32 -> 64 step conv on 256 rows took 65 us by float tables, 99 us by
+#: ``vpmaddwd`` (AVX2) and more by ``vpshufb`` look-ups; its 64 -> 128 one
+#: on 64 rows 77 us by ``vpmaddwd``, 70-71 us by ``vpshufb``).
+LUT_MIN_CHANNELS = 128
 #: Largest quantised weight: four of them sum within int16.
 LUT_TOP = 8191
 #: Largest residual weight but one (:func:`lut_weights`): a residual of
@@ -89,20 +110,41 @@ FINE_TOP = 32766
 #: The index lane of a row whose bits are all 0 (each group's value 0).
 _EMPTY = 0x30201000
 
+#: The look-up kernel numba compiles for here: ``"vbmi"`` where the CPU has
+#: AVX-512 VBMI and VNNI, ``"avx2"`` where it has AVX2 but no AVX-512 BW,
+#: else None (no look-ups).
+LUT_KIND = (
+    "vbmi"
+    if target_has("avx512vbmi") and target_has("avx512vnni")
+    else "avx2"
+    if target_has("avx2") and not target_has("avx512bw")
+    else None
+)
+#: Whether the index bytes of a quad lie group by group (``vpshufb``).
+_BY_GROUP = LUT_KIND == "avx2"
+
 
 def lut_available():
-    """Whether numba compiles for a CPU with ``vpermb`` and ``vpdpbusd``
-    (AVX-512 VBMI and VNNI), which these kernels need."""
-    return target_has("avx512vbmi") and target_has("avx512vnni")
+    """Whether numba compiles for a CPU with one of the look-up kernels:
+    ``vpermb`` and ``vpdpbusd`` (AVX-512 VBMI and VNNI) or ``vpshufb``
+    (AVX2, where the CPU has no AVX-512 BW: there ``vpmaddwd`` multiplies
+    512-bit vectors instead), :data:`LUT_KIND`."""
+    return LUT_KIND is not None
 
 
 def step_products():
     """How layers of real weights on bits followed by a step multiply many
     rows here, in words (the packed summary's ``step_products``)."""
-    if lut_available():
+    if LUT_KIND == "vbmi":
         return (
             "14-bit weight tables of 4-bit groups by vpermb + vpdpbusd "
             "(AVX-512 VBMI/VNNI) from 32 rows, int16 x bits by vpmaddwd below"
+        )
+    if LUT_KIND == "avx2":
+        return (
+            "14-bit weight tables of 4-bit groups by vpshufb + int16 adds "
+            "(AVX2) from 128 rows (convolutions from 32), int16 x bits by "
+            "vpmaddwd below"
         )
     if target_has("avx2"):
         return "int16 x bits by vpmaddwd (AVX2), exact int32"
@@ -149,6 +191,8 @@ def lut_weights(wt, chunk=256):
     value_bits = (np.arange(16)[:, None] >> np.arange(4)[None, :]) & 1
     n_out_p = -(-n_out // LUT_OUTPUTS) * LUT_OUTPUTS
     tables = np.zeros((n_out_p, 4 * n_words, 2, 64), np.uint8)
+    flip = np.uint8(128 if _BY_GROUP else 0)  # vpshufb adds the high bytes unsigned
+    tables[:, :, 1] = flip
     fine = np.zeros((n_out, n_in + n_in % 2), np.int16)
     for o0 in range(0, n_out, chunk):
         o1 = min(n_out, o0 + chunk)
@@ -162,29 +206,63 @@ def lut_weights(wt, chunk=256):
             for i in range(4)
         ).transpose(3, 0, 1, 2)
         tables[o0:o1, :, 0] = (partial & 255).reshape(o1 - o0, -1, 64)
-        high = (partial >> 8).astype(np.int8).view(np.uint8)
+        high = (partial >> 8).astype(np.int8).view(np.uint8) ^ flip
         tables[o0:o1, :, 1] = high.reshape(o1 - o0, -1, 64)
     return tables.reshape(n_out_p, -1), scale, fine, fine_scale
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _quad_lane(xw, r, k, r1):
+    """The index lane of quad `k` of row `r` (of the module docstring; the
+    lane of no bits set from row `r1` on)."""
+    v = np.uint64(0)
+    if r < r1:
+        c = (xw[r, k // 4] >> np.uint64(16 * (k % 4))) & np.uint64(0xFFFF)
+        v = (
+            (c & np.uint64(0xF))
+            | ((c & np.uint64(0xF0)) << np.uint64(4))
+            | ((c & np.uint64(0xF00)) << np.uint64(8))
+            | ((c & np.uint64(0xF000)) << np.uint64(12))
+        )
+    return v | np.uint64(_EMPTY)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
 def nibble_index(xw, idx, r0, r1, r_end):
     """``idx`` of the module docstring for rows ``xw[r0:r1]``; rows ``r1`` to
-    `r_end` (the padding of the last tile) look up zeros."""
+    `r_end` (the padding of the last tile) look up zeros.
+
+    Where the look-ups are ``vpshufb`` (:data:`LUT_KIND` ``"avx2"``) the 64
+    bytes of a block's quad lie group by group instead: byte ``16 g + r``
+    is group ``g`` of the block's row ``r`` (`r0` and `r_end` then
+    multiples of 16, as the tiles' rows are).
+    """
     n_quads = idx.shape[1] // 16
-    for r in range(r0, r_end):
-        b, lane = divmod(r, 16)
+    if not _BY_GROUP:
+        for r in range(r0, r_end):
+            b, lane = divmod(r, 16)
+            for k in range(n_quads):
+                idx[b, 16 * k + lane] = np.uint32(_quad_lane(xw, r, k, r1))
+        return
+    nibbles = np.uint64(0x000F000F000F000F)
+    for b in range(r0 // 16, r_end // 16):
         for k in range(n_quads):
-            v = np.uint64(0)
-            if r < r1:
-                c = (xw[r, k // 4] >> np.uint64(16 * (k % 4))) & np.uint64(0xFFFF)
-                v = (
-                    (c & np.uint64(0xF))
-                    | ((c & np.uint64(0xF0)) << np.uint64(4))
-                    | ((c & np.uint64(0xF00)) << np.uint64(8))
-                    | ((c & np.uint64(0xF000)) << np.uint64(12))
-                )
-            idx[b, 16 * k + lane] = np.uint32(v | np.uint64(_EMPTY))
+            word, shift = k // 4, np.uint64(16 * (k % 4))
+            for j in range(4):
+                # the quad's 16 bits of rows 4 j .. 4 j + 3, one 16-bit field each
+                x = np.uint64(0)
+                for i in range(4):
+                    r = 16 * b + 4 * j + i
+                    if r < r1:
+                        c = (xw[r, word] >> shift) & np.uint64(0xFFFF)
+                        x |= c << np.uint64(16 * i)
+                for g in range(4):
+                    y = (x >> np.uint64(4 * g)) & nibbles
+                    y = (y | (y >> np.uint64(8))) & np.uint64(0x0000FFFF0000FFFF)
+                    y = (y | (y >> np.uint64(16))) & np.uint64(0xFFFFFFFF)
+                    idx[b, 16 * k + 4 * g + j] = np.uint32(
+                        y | np.uint64(0x10101010 * g)
+                    )
 
 
 @intrinsic
@@ -234,6 +312,10 @@ def _lut_tile(typingctx, sums, idx, tables, at):
         tab_rows = [
             builder.mul(builder.add(o0, const(t)), tab_w) for t in range(LUT_OUTPUTS)
         ]
+        if LUT_KIND == "avx2":
+            at = (idx_rows, tab_rows, b0, o0, k0, k1)
+            shuffle_tile(builder, (out, ix, tb, n_out), at, LUT_OUTPUTS)
+            return context.get_dummy_value()
         ones = ir.Constant(v64, [1] * 64)
         keys = [
             (j, t, p)

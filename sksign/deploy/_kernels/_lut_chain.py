@@ -34,6 +34,7 @@ from numba import njit
 from sksign.deploy._kernels._bits import flag_buffers, pack_flags
 from sksign.deploy._kernels._conv import origins, tap_offset
 from sksign.deploy._kernels._lut import (
+    LUT_KIND,
     LUT_ROWS,
     fine_sum,
     lut_available,
@@ -53,8 +54,9 @@ def block_sums():
     """How a block's float sum that goes to a BatchNorm and step alone runs
     here, in words (the packed summary's ``block_sums``)."""
     if lut_available():
+        how = "vpermb + vpdpbusd" if LUT_KIND == "vbmi" else "vpshufb, AVX2"
         return (
-            "to the step's bits by the 14-bit weight tables (vpermb + vpdpbusd) "
+            f"to the step's bits by the 14-bit weight tables ({how}) "
             "from 128 channels and 32 rows, float32 table sums only for the "
             "outputs in doubt; narrower, the layers one after the other"
         )

@@ -26,6 +26,7 @@ from sksign.deploy._kernels import (
 )
 from sksign.deploy._kernels._lut import (
     LUT_BLOCKS,
+    LUT_KIND,
     LUT_ROWS,
     LUT_SPLIT_OUTPUTS,
     lut_available,
@@ -132,6 +133,14 @@ LUT_STEP_MAX_BYTES = 2**28
 #: Rows from which such a layer sums by its look-up tables: a call computes
 #: whole tiles of :data:`~sksign.deploy._kernels._lut.LUT_ROWS` rows.
 LUT_STEP_MIN_ROWS = 32
+#: ... a dense layer (:func:`step_rows`), whose tables (8 bytes a weight, 8 MB
+#: at 1024 x 1024) a call reads from memory where ``vpmaddwd`` reads 2 bytes
+#: a weight: with ``vpshufb`` (AVX2 paths on an AMD EPYC, Zen 4), a DHN of
+#: two 1024-unit layers took 2.0 / 3.6-3.9 / 4.4-4.7 ms at 32 / 96 / 128
+#: rows against 1.5 / 3.4-3.8 / 4.6-4.9 ms by ``vpmaddwd`` (4096 units: 33
+#: against 31 ms at 96 rows, 35 against 39 ms at 128); with ``vpermb`` 64
+#: rows broke even.
+LUT_DENSE_MIN_ROWS = LUT_STEP_MIN_ROWS if LUT_KIND == "vbmi" else 128
 #: A real-weights convolution sums by weight rows, whatever its tables, on
 #: maps of C channels with fewer than C / SPARSE_MAP_CHANNELS of their bits
 #: set (measured alike on batches of 64: weight rows win below about 2%, 4%,
@@ -305,8 +314,9 @@ def quantise(wt):
     out for the ``vpmaddwd`` products of many rows
     (:func:`~sksign.deploy._kernels._madd.pair_weights`; None where the CPU
     has no AVX2 or the layer more inputs than int32 sums exactly), and the
-    layer's :class:`LutSteps` (None where the CPU lacks AVX-512 VBMI or VNNI,
-    or the tables would take more than :data:`LUT_STEP_MAX_BYTES`).
+    layer's :class:`LutSteps` (None where the CPU has no table look-ups,
+    :func:`~sksign.deploy._kernels._lut.lut_available`, or the tables would
+    take more than :data:`LUT_STEP_MAX_BYTES`).
     """
     w64 = wt.astype(np.float64)
     top = np.abs(w64).max(axis=0) if len(w64) else np.zeros(wt.shape[1])
@@ -334,8 +344,9 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     (:func:`~sksign.deploy._kernels.step_int16`); more rows multiply the bits
     by the int16 weights with ``vpmaddwd`` where the CPU has AVX2
     (:mod:`sksign.deploy._kernels._madd`), else by a float32 BLAS product;
-    from :data:`LUT_STEP_MIN_ROWS` rows they sum by table look-ups where the
-    CPU has AVX-512 VBMI and VNNI (:mod:`sksign.deploy._kernels._lut`);
+    from :data:`LUT_DENSE_MIN_ROWS` rows they sum by table look-ups where the
+    CPU has them (AVX-512 VBMI and VNNI, or AVX2 without AVX-512 BW:
+    :mod:`sksign.deploy._kernels._lut`);
     each step certified (exact whatever the path).
     """
     q, scale, abs_sum, w_rows, pairs, lut = steps
@@ -352,7 +363,7 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
             ]
             run_in_threads(step_int16, tasks, n_threads)
         return out
-    if lut is not None and rows >= LUT_STEP_MIN_ROWS:
+    if lut is not None and rows >= LUT_DENSE_MIN_ROWS:
         return step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads)
     if pairs is not None:
         args = (x, width, pairs, scale, threshold)

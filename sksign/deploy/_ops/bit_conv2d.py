@@ -8,11 +8,12 @@ after it and a residual add can run in its pass (``MAP_CONV_EPILOGUES``).
 
 A residual add followed by a BatchNorm and a step (the sum of a wide
 ResNet's block, whose float maps go to the next block's step alone) runs
-as one chain to the step's bits: where the CPU has AVX-512 VBMI and VNNI,
-the channels fill whole bytes and the maps are summed by tables, from the
-look-up sums of the 14-bit weights (:mod:`sksign.deploy._kernels._lut_chain`:
-the float32 sums only for the outputs near their step, so the bits are the
-layers' one after the other); elsewhere layer by layer.
+as one chain to the step's bits: where the CPU has table look-ups
+(:func:`~sksign.deploy._kernels._lut.lut_available`), the channels fill
+whole bytes and the maps are summed by tables, from the look-up sums of
+the 14-bit weights (:mod:`sksign.deploy._kernels._lut_chain`: the float32
+sums only for the outputs near their step, so the bits are the layers' one
+after the other); elsewhere layer by layer.
 """
 
 # Authors: The sksign developers

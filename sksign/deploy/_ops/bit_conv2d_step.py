@@ -9,10 +9,13 @@ far enough from the threshold, float64 sums elsewhere; the output is
 or more (64, or 128 with AVX-512) multiplies its patches' bits by its
 16-bit weights with ``vpmaddwd`` instead, exactly in int32, and certifies
 the step from those sums (:mod:`sksign.deploy._kernels._madd`); where the
-CPU has AVX-512 VBMI and VNNI and the channels fill whole bytes, such a
-layer gathers its patches as rows of words
-(:func:`~sksign.deploy._kernels.patch_words`) and adds by table look-up
-from 32 rows (:mod:`sksign.deploy._kernels._lut`). The bits are the same.
+CPU has table look-ups (AVX-512 VBMI and VNNI, or AVX2 without AVX-512 BW:
+:func:`~sksign.deploy._kernels._lut.lut_available`), the layer has
+:data:`~sksign.deploy._kernels._lut.LUT_MIN_CHANNELS` output channels or
+more and its input channels fill whole bytes, it gathers its patches as
+rows of words (:func:`~sksign.deploy._kernels.patch_words`) and adds by
+table look-up from 32 rows (:mod:`sksign.deploy._kernels._lut`). The bits
+are the same.
 """
 
 # Authors: The sksign developers
@@ -25,6 +28,7 @@ import numpy as np
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import PAIRS_MIN_CHANNELS, patch_words, sum_conv_step
+from sksign.deploy._kernels._lut import LUT_MIN_CHANNELS
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops._common import (
     LUT_STEP_MIN_ROWS,
@@ -53,15 +57,15 @@ def prepare(layer, ctx):
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = empty((rows, -(-oc // 64)), np.uint64)
-        wide = oc >= PAIRS_MIN_CHANNELS
         lut = pairs[5]
-        if wide and lut is not None and channels % 8 == 0 and rows >= LUT_STEP_MIN_ROWS:
+        by_lut = oc >= LUT_MIN_CHANNELS and lut is not None and channels % 8 == 0
+        if by_lut and rows >= LUT_STEP_MIN_ROWS:
             patches = empty((rows, -(-width // 64)), np.uint64)
             flat = xs[0].reshape(-1)
             run_rows(patch_words, rows, n_threads, flat, g, channels, patches)
             step_by_lut_tiles(lut, threshold, patches, width, w_rows, out, n_threads)
             return out.reshape(xs[0].shape[0], -1)
-        if wide and pairs[4] is not None:
+        if oc >= PAIRS_MIN_CHANNELS and pairs[4] is not None:
             _, scale, _, rows_w, w32, _ = pairs
             args = (xs[0].reshape(-1), g, channels, w32, scale, threshold)
             step_by_pairs(args, rows_w, out, n_threads)
