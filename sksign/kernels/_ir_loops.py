@@ -1,7 +1,8 @@
 """LLVM-IR pieces shared by the register-block intrinsics (the k-NN's
 :func:`~sksign.kernels._vector_counts.xor_count_block`, the packed nets'
-int16 pair sums): a counted loop that carries values in registers, and a
-scalar broadcast to every lane of a vector."""
+int16 pair sums, the look-up sums): a counted loop that carries values in
+registers, a scalar broadcast to every lane of a vector, and a vector loaded
+from an element of an array."""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-__all__ = ["counted_loop", "splat"]
+__all__ = ["counted_loop", "load_vector", "splat"]
 
 
 def counted_loop(builder, n, initial, body, name):
@@ -54,3 +55,10 @@ def splat(builder, scalar, vector_type):
     one = builder.insert_element(undefined, scalar, ir.Constant(ir.IntType(32), 0))
     lanes = ir.VectorType(ir.IntType(32), vector_type.count)
     return builder.shuffle_vector(one, undefined, ir.Constant(lanes, [0] * lanes.count))
+
+
+def load_vector(builder, base, index, vector_type, align=1):
+    """A vector of `vector_type` loaded from ``base[index]`` (`base` a
+    pointer to its elements; `align` in bytes)."""
+    ptr = builder.bitcast(builder.gep(base, [index]), vector_type.as_pointer())
+    return builder.load(ptr, align=align)

@@ -60,7 +60,7 @@ from sksign.deploy._kernels._madd import (
     pair_bits,
     step_buffers,
 )
-from sksign.kernels import counted_loop, popcount64, target_has
+from sksign.kernels import counted_loop, load_vector, popcount64, target_has
 
 __all__ = [
     "LUT_BLOCKS",
@@ -271,7 +271,9 @@ def _lut_tile(typingctx, sums, idx, tables, at):
 
     `at` is ``(b0, o0, k0, k1)``: blocks of rows ``b0 .. b0 + LUT_BLOCKS - 1``
     of `idx` (uint32), outputs ``o0 .. o0 + LUT_OUTPUTS - 1`` of `tables`
-    (uint8), `sums` int32; all C-contiguous and in range (not checked).
+    (uint8), `sums` int32; all C-contiguous and in range (not checked). By
+    ``vpermb`` + ``vpdpbusd``, or ``vpshufb`` where :data:`LUT_KIND` is
+    ``"avx2"`` (:func:`~sksign.deploy._kernels._lut_shuffle.shuffle_tile`).
     """
     arrays = (sums, idx, tables)
     kinds = (types.int32, types.uint32, types.uint8)
@@ -283,14 +285,6 @@ def _lut_tile(typingctx, sums, idx, tables, at):
 
     def codegen(context, builder, sig, args):
         i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-        v64, v16 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
-        mod = builder.module
-        permb = cgutils.get_or_insert_function(
-            mod, ir.FunctionType(v64, [v64, v64]), "llvm.x86.avx512.permvar.qi.512"
-        )
-        dpbusd = cgutils.get_or_insert_function(
-            mod, ir.FunctionType(v16, [v16, v64, v64]), "llvm.x86.avx512.vpdpbusd.512"
-        )
         structs = [
             context.make_array(sig.args[p])(context, builder, args[p]) for p in range(3)
         ]
@@ -316,6 +310,17 @@ def _lut_tile(typingctx, sums, idx, tables, at):
             at = (idx_rows, tab_rows, b0, o0, k0, k1)
             shuffle_tile(builder, (out, ix, tb, n_out), at, LUT_OUTPUTS)
             return context.get_dummy_value()
+        v64, v16 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
+        permb = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(v64, [v64, v64]),
+            "llvm.x86.avx512.permvar.qi.512",
+        )
+        dpbusd = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(v16, [v16, v64, v64]),
+            "llvm.x86.avx512.vpdpbusd.512",
+        )
         ones = ir.Constant(v64, [1] * 64)
         keys = [
             (j, t, p)
@@ -324,23 +329,19 @@ def _lut_tile(typingctx, sums, idx, tables, at):
             for p in (0, 1)
         ]
 
-        def vector(base, index, kind, align):
-            return builder.load(
-                builder.bitcast(builder.gep(base, [index]), kind.as_pointer()),
-                align=align,
-            )
-
         def add_quad(step, values):
             k = builder.add(k0, step)
             lanes = [
-                vector(ix, builder.add(row, builder.mul(k, const(16))), v64, 4)
+                load_vector(
+                    builder, ix, builder.add(row, builder.mul(k, const(16))), v64, 4
+                )
                 for row in idx_rows
             ]
             sums = dict(zip(keys, values, strict=True))
             for t in range(LUT_OUTPUTS):
                 at_t = builder.add(tab_rows[t], builder.mul(k, const(128)))
-                low = vector(tb, at_t, v64, 1)
-                high = vector(tb, builder.add(at_t, const(64)), v64, 1)
+                low = load_vector(builder, tb, at_t, v64)
+                high = load_vector(builder, tb, builder.add(at_t, const(64)), v64)
                 for j, x in enumerate(lanes):
                     lo = builder.call(permb, [low, x])
                     hi = builder.call(permb, [high, x])

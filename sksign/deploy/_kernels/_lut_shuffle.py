@@ -14,7 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils
 
-from sksign.kernels import counted_loop
+from sksign.kernels import counted_loop, load_vector, splat
 
 __all__ = ["shuffle_tile"]
 
@@ -57,13 +57,9 @@ def shuffle_tile(builder, pointers, at, n_outputs):
     def const(value):
         return ir.Constant(i64, value)
 
-    def vector(base, index, kind):
-        return builder.load(
-            builder.bitcast(builder.gep(base, [index]), kind.as_pointer()), align=1
-        )
-
     n = builder.sub(k1, k0)
-    bias = builder.trunc(builder.mul(n, const(256)), i32)  # 128 x 2 n bytes
+    # 128 a byte added, 2 n bytes a word: taken off the high plane's sums
+    biases = splat(builder, builder.trunc(builder.mul(n, const(256)), i32), ints)
     zero = ir.Constant(words, [0] * 16)
     for j, row in enumerate(idx_rows):
 
@@ -71,7 +67,8 @@ def shuffle_tile(builder, pointers, at, n_outputs):
             k = builder.add(k0, step)
             at_k = builder.add(row, builder.mul(k, const(16)))
             halves = [
-                vector(ix, builder.add(at_k, const(8 * h)), bytes32) for h in (0, 1)
+                load_vector(builder, ix, builder.add(at_k, const(8 * h)), bytes32)
+                for h in (0, 1)
             ]
             sums = dict(
                 zip(keys, zip(values[::2], values[1::2], strict=True), strict=True)
@@ -80,9 +77,8 @@ def shuffle_tile(builder, pointers, at, n_outputs):
                 at_t = builder.add(tab_rows[t], builder.mul(k, const(128)))
                 total, high = sums[t, p]
                 for h, x in enumerate(halves):
-                    table = vector(
-                        tb, builder.add(at_t, const(64 * p + 32 * h)), bytes32
-                    )
+                    at_p = builder.add(at_t, const(64 * p + 32 * h))
+                    table = load_vector(builder, tb, at_p, bytes32)
                     w = builder.bitcast(builder.call(pshufb, [table, x]), words)
                     total = builder.add(total, w)
                     high = builder.add(high, builder.lshr(w, eight_w))
@@ -91,10 +87,6 @@ def shuffle_tile(builder, pointers, at, n_outputs):
 
         totals = counted_loop(builder, n, [zero] * (2 * len(keys)), add_quad, "quads")
         row0 = builder.mul(builder.add(b0, const(j)), const(16))
-        biases = builder.insert_element(
-            ir.Constant(ints, ir.Undefined), bias, ir.Constant(i32, 0)
-        )
-        biases = builder.shuffle_vector(biases, biases, ir.Constant(ints, [0] * 16))
         for t in range(n_outputs):
             parts = []
             for p in (0, 1):
