@@ -29,6 +29,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from sksign.kernels._ir_loops import counted_loop, load_vector, splat
 from sksign.kernels._klists import (
     block_lists,
     enter_code,
@@ -130,69 +131,52 @@ def nibble_counts(
         )
         table = ir.Constant(bytes32, _NIBBLE_COUNTS)
         zero = ir.Constant(bytes32, [0] * 32)
-        lane0 = ir.Constant(ir.IntType(32), 0)
-        every_lane = ir.Constant(ir.VectorType(ir.IntType(32), _LANES), [0] * _LANES)
-        undefined = ir.Constant(words4, ir.Undefined)
         t_row = builder.mul(row, n_words)
 
-        def vector_at(ptr, index, offset=0):
-            index = builder.add(index, ir.Constant(i64, offset))
-            return builder.bitcast(builder.gep(ptr, [index]), words4.as_pointer())
+        def vector_at(ptr, index, offset):
+            at = builder.add(index, ir.Constant(i64, offset))
+            return load_vector(builder, ptr, at, words4, align=8)
 
         def broadcast(ptr, index):
-            x = builder.load(builder.gep(ptr, [index]), align=8)
-            v = builder.insert_element(undefined, x, lane0)
-            return builder.bitcast(
-                builder.shuffle_vector(v, undefined, every_lane), bytes32
-            )
+            word = builder.load(builder.gep(ptr, [index]), align=8)
+            return builder.bitcast(splat(builder, word, words4), bytes32)
 
         def add_word(w, sums):
             """The byte counts of word `w` added to the 4 vectors of sums."""
             q_row = builder.add(builder.mul(w, n_queries), q0)
             t_at = builder.add(t_row, w)
-            halves = [((2, broadcast(arr[5], t_at)), (3, broadcast(arr[6], t_at)))]
+            halves = (2, broadcast(arr[5], t_at)), (3, broadcast(arr[6], t_at))
             out = []
             for g, s in zip(groups, sums, strict=True):
-                for pos, t in halves[0]:
-                    q = builder.load(vector_at(arr[pos], q_row, _LANES * g), align=8)
+                for pos, t in halves:
+                    q = vector_at(arr[pos], q_row, _LANES * g)
                     x = builder.xor(builder.bitcast(q, bytes32), t)
                     s = builder.add(s, builder.call(pshufb, [table, x]))
                 out.append(s)
             return out
 
+        sums = [zero for _ in groups]
         if unrolled is not None:
-            sums = [zero for _ in groups]
             for step in range(unrolled):
                 sums = add_word(builder.add(w0, ir.Constant(i64, step)), sums)
         else:
-            entry = builder.block
-            loop = builder.append_basic_block("nibbles_loop")
-            done = builder.append_basic_block("nibbles_done")
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            w = builder.phi(i64)
-            w.add_incoming(w0, entry)
-            phis = []
-            for _ in groups:
-                phis.append(builder.phi(bytes32))
-                phis[-1].add_incoming(zero, entry)
-            sums = add_word(w, phis)
-            w_next = builder.add(w, ir.Constant(i64, 1))
-            w.add_incoming(w_next, loop)
-            for phi, s in zip(phis, sums, strict=True):
-                phi.add_incoming(s, loop)
-            w_end = builder.add(w0, n)
-            builder.cbranch(builder.icmp_signed("<", w_next, w_end), loop, done)
-            builder.position_at_end(done)
+            sums = counted_loop(
+                builder,
+                n,
+                sums,
+                lambda k, values: add_word(builder.add(w0, k), values),
+                "nibbles",
+            )
         d_row = builder.add(builder.mul(row, n_queries), q0)
         below = []
         for g, s in zip(groups, sums, strict=True):
-            p = vector_at(arr[0], d_row, _LANES * g)
+            at = builder.add(d_row, ir.Constant(i64, _LANES * g))
             counts = builder.call(psadbw, [s, zero])
             if add.literal_value:
-                counts = builder.add(builder.load(p, align=8), counts)
+                counts = builder.add(vector_at(arr[0], at, 0), counts)
+            p = builder.bitcast(builder.gep(arr[0], [at]), words4.as_pointer())
             builder.store(counts, p, align=8)
-            kth = builder.load(vector_at(arr[10], q0, _LANES * g), align=8)
+            kth = vector_at(arr[10], q0, _LANES * g)
             below.append(builder.icmp_signed("<", counts, kth))
         mask = ir.Constant(i64, 0)
         for g, lanes in enumerate(below):

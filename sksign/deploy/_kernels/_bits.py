@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from sksign.kernels import popcount64
+from sksign.kernels import load_vector, popcount64
 
 __all__ = [
     "ROW_BLOCK",
@@ -184,8 +184,7 @@ _UNIT_ORDER = ir.Constant(
 def _load_units(builder, data, at):
     """LLVM IR: the :data:`STEP_GROUP` floats from ``data[at]`` (a float
     pointer), in the lane order :data:`_UNIT_ORDER`."""
-    ptr = builder.bitcast(builder.gep(data, [at]), _UNIT_VECTOR.as_pointer())
-    v = builder.load(ptr, align=4)
+    v = load_vector(builder, data, at, _UNIT_VECTOR, align=4)
     return builder.shuffle_vector(
         v, ir.Constant(_UNIT_VECTOR, ir.Undefined), _UNIT_ORDER
     )
