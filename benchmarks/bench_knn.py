@@ -118,14 +118,22 @@ def main():
     widths = [256, 1024] if quick else [256, 1024, 4096]
     n_queries = 500 if quick else 2000
     repeat = args.repeat or (1 if quick else 3)
-    # scikit-learn is run on a subset of queries (and only for 10k codes: it
-    # needs a float64 copy of the training set); its time is scaled up.
-    n_sklearn_queries = 100
     rng = np.random.default_rng(0)
     # the rate of the kernels' own XOR + popcount on L1-resident words, here
     peaks = print_machine()
-    print(f"# k-NN search kernel: {hamming_kernels()[0]}")
+    search(rng, sizes, widths, n_queries, repeat, peaks)
+    distance_matrix(rng, peaks, repeat, quick)
 
+
+def search(rng, sizes, widths, n_queries, repeat, peaks):
+    """The search table: ``predict`` of `n_queries` clustered codes against
+    each training size and width, one and two threads, beside faiss and
+    scikit-learn. Returns the rows (times in seconds; `faiss` the best faiss
+    time, None without faiss; `of_peak` per thread)."""
+    # scikit-learn is run on a subset of queries (and only for 10k codes: it
+    # needs a float64 copy of the training set); its time is scaled up.
+    n_sklearn_queries = 100
+    print(f"# k-NN search kernel: {hamming_kernels()[0]}")
     header = (
         "| n_train | d | threads | ours (s) | faiss Flat (s) | Flat tuned (s) "
         "| knn_hamming (s) | ours / best faiss | sklearn (s, scaled) "
@@ -133,6 +141,7 @@ def main():
     )
     print(header)
     print("|---" * 12 + "|")
+    rows = []
     for n_train in sizes:
         for n_bits in widths:
             bits, labels = clustered_codes(rng, n_train + n_queries, n_bits)
@@ -171,7 +180,17 @@ def main():
                     + " | ".join(cells + sk)
                     + f" | {rate:.2e} | {100 * rate / peaks[threads]:.0f}% |"
                 )
-    distance_matrix(rng, peaks, repeat, quick)
+                rows.append(
+                    {
+                        "n_train": n_train,
+                        "d": n_bits,
+                        "threads": threads,
+                        "ours": t_ours,
+                        "faiss": best if faiss is not None else None,
+                        "of_peak": rate / peaks[threads],
+                    }
+                )
+    return rows
 
 
 def numpy_counts(Ap, Bp, chunk=64):

@@ -257,13 +257,15 @@ def image_steps(batches, repeats, nets=None):
 
 def images(batches, repeats, nets=None, threads=(1,)):
     """One row per image net, thread count and batch: torch eval against the
-    packed net, both on the same number of threads."""
+    packed net, both on the same number of threads. Returns the rows (times
+    in seconds)."""
     print_machine()
     print(f"# torch {torch.__version__}")
     rng = np.random.default_rng(0)
     X = rng.random((max(batches), 3, 32, 32), dtype=np.float32)
     speeds = ["torch (ms)", "packed (ms)", "speed-up", "layers one by one (ms)"]
     table_head(["net", "threads", "batch", *speeds, "speed-up"])
+    rows = []
     for arch, module, packed in image_nets(nets, X):
         for n_threads in threads:
             torch.set_num_threads(n_threads)
@@ -292,10 +294,22 @@ def images(batches, repeats, nets=None, threads=(1,)):
                     f"| {tt / tu:.2f}x |",
                     flush=True,
                 )
+                rows.append(
+                    {
+                        "net": arch,
+                        "threads": n_threads,
+                        "batch": batch,
+                        "torch": tt,
+                        "packed": tp,
+                        "unfused": tu,
+                    }
+                )
+    return rows
 
 
 def summary(widths, batches, threads, repeats, nets):
-    """packed_summary's figures for small nets trained on the digits."""
+    """packed_summary's figures for small nets trained on the digits.
+    Returns the rows (times in seconds)."""
     from sklearn.datasets import load_digits
 
     from sksign.deploy import packed_summary
@@ -309,6 +323,7 @@ def summary(widths, batches, threads, repeats, nets):
         "| torch forward (ms) | predict vs torch | note |"
     )
     print("|---" * 8 + "|")
+    out = []
     for arch in nets:
         for width in widths:
             est = HTAFNetClassifier(
@@ -351,12 +366,25 @@ def summary(widths, batches, threads, repeats, nets):
                         f"| {total['speedup']:.2f}x | {note} |",
                         flush=True,
                     )
+                    out.append(
+                        {
+                            "net": arch,
+                            "width": width,
+                            "threads": n_threads,
+                            "batch": batch,
+                            "predict": total["seconds_packed"],
+                            "forward": t_forward,
+                            "torch": total["seconds_reference"],
+                        }
+                    )
+    return out
 
 
 def kernel(widths, batches, repeats):
     """The sign x sign kernel alone, one and two threads, no torch operation;
     where the CPU has the vector popcount, the carry-save kernel it replaces
-    beside it (one thread)."""
+    beside it (one thread). Returns the rows (times in seconds, `of_peak`
+    on one thread)."""
     rng = np.random.default_rng(0)
     peak = print_machine()[1]
     chosen = xnor_kernel()
@@ -368,6 +396,7 @@ def kernel(widths, batches, repeats):
         + (" carry-save, 1 thread (ms) |" if other else "")
     )
     print("|---" * (7 + other) + "|")
+    rows = []
     for width in widths:
         words = rng.integers(0, 2**63, (width // 64, width), dtype=np.uint64)
         alpha, beta = np.ones(width, np.float32), np.zeros(width, np.float32)
@@ -391,6 +420,105 @@ def kernel(widths, batches, repeats):
                 f"| {macs / one / peak:.0%} | {two * 1e3:.3f} | {one / two:.2f}x |"
                 + (f" {times[2] * 1e3:.3f} |" if other else "")
             )
+            rows.append(
+                {
+                    "width": width,
+                    "batch": batch,
+                    "one": one,
+                    "two": two,
+                    "of_peak": macs / one / peak,
+                }
+            )
+    return rows
+
+
+def dense(nets, widths, batches, threads, repeats=None):
+    """The dense grid: per net, width, thread count and batch, the second
+    hidden layer and the whole model, torch against packed. Returns the rows
+    (times in seconds); `repeats` None picks 3 or 7 by the size."""
+    rng = np.random.default_rng(0)
+    X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)
+
+    peak = print_machine()[1]
+    print(f"# torch {torch.__version__}")
+    header = (
+        "| net | width | threads | batch | part | torch (ms) | packed (ms) "
+        "| speed-up | note |"
+    )
+    print(header)
+    print("|---" * 9 + "|")
+    rows = []
+    for arch in nets:
+        for width in widths:
+            est, module = build(arch, width)
+            packed = pack(est)
+            as_built = module
+            if arch == "bnn":
+                module = precomputed(module)
+            fire = {"bnn": "act1", "dhn": "act0", "snn": "spike0"}[arch]
+            rate = firing_rate(packed, X_all[:64], fire)
+            for n_threads in threads:
+                torch.set_num_threads(n_threads)
+                for batch in batches:
+                    X = X_all[:batch]
+                    xt = torch.as_tensor(X)
+                    t_layer, p_layer, weight_ratio = hidden_pair(
+                        arch, est, module, packed, X
+                    )
+
+                    def torch_model(xt=xt, module=module):
+                        with torch.no_grad():
+                            return module(xt)
+
+                    def packed_model(X=X, n_threads=n_threads, packed=packed):
+                        return packed.net_.forward(X, n_threads)
+
+                    def packed_hidden(n_threads=n_threads, p_layer=p_layer):
+                        return p_layer(n_threads)
+
+                    n_runs = repeats or (3 if batch * width >= 1024 * 4096 else 7)
+                    # each callable's runs back to back (warm caches: the
+                    # torch BNN streams its float weights through the cache)
+                    tl, pl, tm, pm = (
+                        best_of([fn], n_runs, settle=SETTLE)[0][0]
+                        for fn in (t_layer, packed_hidden, torch_model, packed_model)
+                    )
+                    model_note = ""
+                    if arch == "bnn":
+
+                        def torch_built(xt=xt, module=as_built):
+                            with torch.no_grad():
+                                return module(xt)
+
+                        ((tb, _),) = best_of([torch_built], min(n_runs, 3))
+                        model_note = f"torch BinaryLinear as built: {tb * 1e3:.1f} ms"
+                    note = f"firing {rate:.2f}"
+                    if weight_ratio is not None:
+                        note += f"; weights {1 / weight_ratio:.1f}x smaller"
+                    if arch == "bnn":
+                        macs = batch * width * width
+                        note += f"; {macs / pl / 1e9:.0f} GMAC/s"
+                        if n_threads == 1:
+                            note += f" ({macs / pl / peak:.0%} of peak)"
+                    for part, t_t, t_p in (("hidden", tl, pl), ("model", tm, pm)):
+                        print(
+                            f"| {arch} | {width} | {n_threads} | {batch} | {part} "
+                            f"| {t_t * 1e3:.3f} | {t_p * 1e3:.3f} | {t_t / t_p:.2f}x "
+                            f"| {note if part == 'hidden' else model_note} |",
+                            flush=True,
+                        )
+                        rows.append(
+                            {
+                                "net": arch,
+                                "width": width,
+                                "threads": n_threads,
+                                "batch": batch,
+                                "part": part,
+                                "torch": t_t,
+                                "packed": t_p,
+                            }
+                        )
+    return rows
 
 
 def main():
@@ -424,8 +552,8 @@ def main():
     args = parser.parse_args()
     if args.steps and not args.images:
         parser.error("--steps times the image nets: add --images")
-    dense = {"bnn", "dhn", "snn"}
-    unknown = set(args.nets or ()) - (set(IMAGE_NETS) if args.images else dense)
+    dense_nets = {"bnn", "dhn", "snn"}
+    unknown = set(args.nets or ()) - (set(IMAGE_NETS) if args.images else dense_nets)
     if unknown:
         kind = "image nets (--images)" if args.images else "nets (without --images)"
         parser.error(f"unknown {kind} {sorted(unknown)}")
@@ -451,78 +579,8 @@ def main():
     if args.kernel:
         kernel(widths, batches, args.repeats or 7)
         return
-    args.nets = args.nets or ["bnn", "dhn", "snn"]
     threads = args.threads or ([1] if args.quick else [1, 2])
-    rng = np.random.default_rng(0)
-    X_all = rng.random((max(batches), N_FEATURES), dtype=np.float32)
-
-    peak = print_machine()[1]
-    print(f"# torch {torch.__version__}")
-    header = (
-        "| net | width | threads | batch | part | torch (ms) | packed (ms) "
-        "| speed-up | note |"
-    )
-    print(header)
-    print("|---" * 9 + "|")
-    for arch in args.nets:
-        for width in widths:
-            est, module = build(arch, width)
-            packed = pack(est)
-            as_built = module
-            if arch == "bnn":
-                module = precomputed(module)
-            fire = {"bnn": "act1", "dhn": "act0", "snn": "spike0"}[arch]
-            rate = firing_rate(packed, X_all[:64], fire)
-            for n_threads in threads:
-                torch.set_num_threads(n_threads)
-                for batch in batches:
-                    X = X_all[:batch]
-                    xt = torch.as_tensor(X)
-                    t_layer, p_layer, weight_ratio = hidden_pair(
-                        arch, est, module, packed, X
-                    )
-
-                    def torch_model(xt=xt, module=module):
-                        with torch.no_grad():
-                            return module(xt)
-
-                    def packed_model(X=X, n_threads=n_threads, packed=packed):
-                        return packed.net_.forward(X, n_threads)
-
-                    def packed_hidden(n_threads=n_threads, p_layer=p_layer):
-                        return p_layer(n_threads)
-
-                    repeats = args.repeats or (3 if batch * width >= 1024 * 4096 else 7)
-                    # each callable's runs back to back (warm caches: the
-                    # torch BNN streams its float weights through the cache)
-                    tl, pl, tm, pm = (
-                        best_of([fn], repeats, settle=SETTLE)[0][0]
-                        for fn in (t_layer, packed_hidden, torch_model, packed_model)
-                    )
-                    model_note = ""
-                    if arch == "bnn":
-
-                        def torch_built(xt=xt, module=as_built):
-                            with torch.no_grad():
-                                return module(xt)
-
-                        ((tb, _),) = best_of([torch_built], min(repeats, 3))
-                        model_note = f"torch BinaryLinear as built: {tb * 1e3:.1f} ms"
-                    note = f"firing {rate:.2f}"
-                    if weight_ratio is not None:
-                        note += f"; weights {1 / weight_ratio:.1f}x smaller"
-                    if arch == "bnn":
-                        macs = batch * width * width
-                        note += f"; {macs / pl / 1e9:.0f} GMAC/s"
-                        if n_threads == 1:
-                            note += f" ({macs / pl / peak:.0%} of peak)"
-                    for part, t_t, t_p in (("hidden", tl, pl), ("model", tm, pm)):
-                        print(
-                            f"| {arch} | {width} | {n_threads} | {batch} | {part} "
-                            f"| {t_t * 1e3:.3f} | {t_p * 1e3:.3f} | {t_t / t_p:.2f}x "
-                            f"| {note if part == 'hidden' else model_note} |",
-                            flush=True,
-                        )
+    dense(args.nets or ["bnn", "dhn", "snn"], widths, batches, threads, args.repeats)
 
 
 if __name__ == "__main__":
