@@ -27,7 +27,7 @@ the same bounds on AVX2 and on AVX-512):
 
 Usage::
 
-    python benchmarks/check_targets.py            # all parts, about 15 min on 2 cores
+    python benchmarks/check_targets.py            # all parts, about 5 min on 2 cores
     python benchmarks/check_targets.py --quick    # fewer timed runs
     python benchmarks/check_targets.py --parts images knn
 
@@ -108,7 +108,7 @@ def judge_kernel(rows):
         Verdict(
             "sign x sign kernel, of the popcount peak",
             f"width {r['width']}, batch {r['batch']}, 1 thread",
-            f"{r['of_peak']:.0%}",
+            f"{r['of_peak']:.1%}",
             ">= 80%",
             r["of_peak"] >= 0.8,
         )
@@ -157,7 +157,7 @@ def judge_knn(rows):
             Verdict(
                 "k-NN search, of the popcount peak",
                 where,
-                f"{r['of_peak']:.0%}",
+                f"{r['of_peak']:.1%}",
                 ">= 50%",
                 r["of_peak"] >= 0.5,
             )
