@@ -38,7 +38,8 @@ __all__ = ["FORMAT", "OPS", "VERSION", "PackedNet", "blas_on_one_thread"]
 #: convolutions at batch 1 (2-10 M multiply-adds) or a 4096 x 4096 step layer
 #: on one row gain from it (measured on an AMD EPYC, Zen 3).
 PARALLEL_MIN_WORK = 2**24
-#: Multiply-accumulates an element of an element-wise map op counts for: one
+#: Multiply-accumulates an element of an element-wise op (on maps or rows),
+#: a pooling op or a neuron op counts for: one
 #: pass over a float map runs at about 1/64 of the multiply-adds a second of
 #: the convolution kernels (so a batch of 64 maps of 16K values splits).
 ELEMENT_WORK = 64
@@ -189,20 +190,20 @@ class PackedNet:
         return chain_layer(chain), run, macs, spec.work_divisor
 
     def _work(self, layer, spec):
-        """Multiply-accumulates of `layer` per sample (what decides its threads).
+        """Multiply-accumulates of `layer` per input row (what decides its threads).
 
-        Inputs x outputs for a layer on rows; on channels-last maps, the
-        outputs x the patch (``k * k * C``) for a convolution, else the
-        larger of input and output (an element-wise or pooling op) times
-        :data:`ELEMENT_WORK`.
+        A convolution (either layout): its outputs x the patch (``k * k *
+        C``); a layer with a weight matrix (a 2-D tensor): inputs x outputs;
+        any other (element-wise, pooling, neurons) the larger of input and
+        output width times :data:`ELEMENT_WORK`.
         """
         n_in = self._widths[layer["inputs"][0]]
         n_out = self._widths[layer["output"]]
-        if spec.layout != "nhwc":
-            return n_in * n_out
         attrs = layer["attrs"]
         if "kernel" in attrs and "channels" in attrs:
             return n_out * attrs["kernel"] ** 2 * attrs["shape"][0]
+        if any(len(shape) == 2 for _, shape in spec.tensors.values()):
+            return n_in * n_out
         return max(n_in, n_out) * ELEMENT_WORK
 
     def __repr__(self):

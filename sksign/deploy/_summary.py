@@ -35,8 +35,17 @@ _COLUMNS = (
 )
 
 
+#: Seconds of untimed runs before a function's timed ones. Torch's OpenMP
+#: workers spin on the other cores for 20-40 ms after torch's last call (the
+#: reference's, or the caller's own torch code), and a packed net timed among
+#: them on two threads took 0.52 ms instead of 0.35 (an MLP 64-256-256-10 at
+#: batch 256 on a 2-core AMD EPYC).
+SETTLE_SECONDS = 0.05
+
+
 def _best_times(funcs, n_repeats):
-    """Best wall time of each function over `n_repeats` runs, after a warm-up.
+    """Best wall time of each function over `n_repeats` runs, after warm-up
+    runs (at least one, for at least :data:`SETTLE_SECONDS`).
 
     Each function's runs go back to back, so each sees its own data in the
     caches, as a serving loop would: interleaved with the other function,
@@ -45,7 +54,10 @@ def _best_times(funcs, n_repeats):
     """
     best = []
     for func in funcs:
+        start = time.perf_counter()
         func()  # warm-up (numba compilation, caches)
+        while time.perf_counter() - start < SETTLE_SECONDS:
+            func()
         t = math.inf
         for _ in range(n_repeats):
             start = time.perf_counter()
@@ -147,8 +159,9 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         as many torch threads as the packed run has. Another estimator is
         timed through its ``predict(X)``.
     n_repeats : int, default=5
-        Timings are the best of this many runs (after one warm-up), each
-        model's runs back to back (warm caches).
+        Timings are the best of this many runs, each model's runs back to
+        back (warm caches) after untimed ones for at least 50 ms (one at
+        least), which let torch's idle OpenMP workers stop spinning.
 
     Returns
     -------

@@ -149,6 +149,48 @@ def test_batch_of_one_and_threads_give_the_same_outputs(
     np.testing.assert_array_equal(packed.decision_function(X_test[:1]), one[:1])
 
 
+def test_threads_are_decided_by_each_layer_s_own_multiply_adds(fitted):
+    """Check the work that decides a layer's threads: inputs x outputs for a
+    weight matrix, the torch convolution's own multiply-adds per sample, and
+    the width x ELEMENT_WORK for an element-wise or pooling layer (a step of
+    256 units on 256 rows counted as 256 x 256 multiply-adds a row went to
+    two threads and took twice as long)."""
+    from sksign.deploy._runtime import ELEMENT_WORK
+
+    work = {s[0]["name"]: s[2] for s in pack(fitted["dhn"]).net_._steps}
+    n_features = fitted["dhn"].n_features_in_
+    n_classes = len(fitted["dhn"].classes_)
+    assert work == {  # the hidden steps after fc0 are taken into their layers
+        "fc0": n_features * SIZES[0],
+        "act0": SIZES[0] * ELEMENT_WORK,
+        "fc1": SIZES[0] * SIZES[1],
+        "fc2": SIZES[1] * SIZES[2],
+        "out": SIZES[2] * n_classes,
+    }
+
+    module = fitted["cnn"].module_
+    convs = [m for m in module.modules() if isinstance(m, torch.nn.Conv2d)]
+    macs, shapes = [], []
+
+    def count(conv, args, out):
+        k = conv.kernel_size[0] * conv.kernel_size[1]
+        macs.append(out[0].numel() * k * conv.in_channels)
+        shapes.append(out[0].numel())
+
+    hooks = [c.register_forward_hook(count) for c in convs]
+    with torch.no_grad():
+        module.eval()(torch.zeros(1, n_features))
+    for h in hooks:
+        h.remove()
+    steps = pack(fitted["cnn"]).net_._steps
+    by_op = {}
+    for layer, _, w, _ in steps:
+        by_op.setdefault(layer["op"], []).append(w)
+    assert by_op["conv"] + by_op["bit_conv_step"] == macs
+    # each pool reads the maps of the convolution before it
+    assert by_op["max_pool"] == [n * ELEMENT_WORK for n in shapes]
+
+
 def test_bnn_hidden_bits_are_bit_identical(fitted, digits):
     """Check that every hidden bit of the packed BNN equals torch's step output."""
     _, X_test, _, _ = digits

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -103,6 +104,29 @@ def test_timing_against_a_reference(bnn, digits):
     assert _last_line(table).startswith(
         f"packed forward (1 thread) on {len(X_test)} samples: "
     )
+
+
+def test_timed_runs_follow_the_settling_runs():
+    """Check each function's timed runs start SETTLE_SECONDS after its first
+    run (torch's spinning workers asleep again) and the best is theirs."""
+    from sksign.deploy import _summary
+
+    calls = {"a": [], "b": []}
+
+    def timed(name, seconds):
+        def run():
+            calls[name].append(time.perf_counter())
+            time.sleep(seconds)
+
+        return run
+
+    best = _summary._best_times([timed("a", 0.002), timed("b", 0.03)], 3)
+    for name in calls:
+        first, timed_runs = calls[name][0], calls[name][-3:]
+        assert timed_runs[0] - first >= _summary.SETTLE_SECONDS
+    assert len(calls["b"]) >= 2 + 3  # a slow call still settles
+    assert best[0] == pytest.approx(0.002, abs=0.02)
+    assert best[1] >= 0.03
 
 
 @pytest.mark.parametrize("batch", [1, 64])
