@@ -238,6 +238,10 @@ def _distributed_worker(rank, world, port, path):
         )
         if rank == 0:
             torch.save({"state": student.state_dict(), "history": history}, path)
+        # neither rank tears gloo down while the other may still talk to it
+        # (a rank 1 that left first once aborted: "terminate called without
+        # an active exception")
+        torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
 
