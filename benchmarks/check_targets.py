@@ -52,6 +52,8 @@ import bench_knn  # benchmarks/bench_knn.py, beside this script
 import bench_packed  # benchmarks/bench_packed.py, beside this script
 from _machine import cpu_features, instruction_set, print_machine
 
+from sksign.kernels import popcount_instructions
+
 #: Parts in the order they run: the kernel first, before torch or faiss has
 #: run an operation (their OpenMP workers share the cores after one).
 PARTS = ("kernel", "knn", "dense", "summary", "images")
@@ -203,7 +205,8 @@ def measure(part, quick):
 def print_verdicts(verdicts):
     """The verdict table, then how many targets hold; returns the number missed."""
     _, flags = cpu_features()
-    print(f"\n## Targets ({instruction_set(flags)})\n")
+    compiled = popcount_instructions()
+    print(f"\n## Targets (CPU: {instruction_set(flags)}; kernels for: {compiled})\n")
     print("| target | where | measured | bound | verdict |")
     print("|---" * 5 + "|")
     names = {True: "met", False: "**missed**", None: "not measured"}
