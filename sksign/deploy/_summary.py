@@ -183,7 +183,8 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         or more here: by look-up tables of 14-bit weights with ``vpermb`` and
         ``vpdpbusd`` from 32 rows where the CPU has AVX-512 VBMI and VNNI,
         with ``vpshufb`` where it has AVX2 but no AVX-512 BW,
-        ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` or
+        ``"int16 x bits by vpmaddwd (AVX2), exact int32"`` (``AVX-512 BW``
+        where it has that, without VBMI: 512-bit products) or
         ``"float32 BLAS of the unpacked bits"``), ``block_sums`` (how a residual
         block's float sum that goes to a BatchNorm and step alone runs: from
         look-up sums to the step's bits where the CPU has those look-ups,

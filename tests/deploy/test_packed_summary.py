@@ -67,6 +67,8 @@ def test_bytes_per_layer(bnn):
         expected = "14-bit weight tables"
     else:
         expected = "int16 x bits by vpmaddwd" if target_has("avx2") else "float32 BLAS"
+        wide = "(AVX-512 BW)" in total["step_products"]
+        assert wide is (target_has("avx2") and target_has("avx512bw"))
     assert total["step_products"].startswith(expected)
     assert f"8 rows or more: {total['step_products']}." in table
     # and whether a block's sum goes to its step by the look-up tables

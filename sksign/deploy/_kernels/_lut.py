@@ -147,7 +147,8 @@ def step_products():
             "vpmaddwd below"
         )
     if target_has("avx2"):
-        return "int16 x bits by vpmaddwd (AVX2), exact int32"
+        width = "AVX-512 BW" if target_has("avx512bw") else "AVX2"
+        return f"int16 x bits by vpmaddwd ({width}), exact int32"
     return "float32 BLAS of the unpacked bits"
 
 
