@@ -342,8 +342,13 @@ def summary(widths, batches, threads, repeats, nets):
                         packed, Xb, reference=est, n_repeats=repeats
                     )
                     total = rows[-1]
-                    rows, _ = packed_summary(packed.net_, Xb, n_repeats=repeats)
-                    t_forward = rows[-1]["seconds_packed"]
+                    # the forward on the same threads as predict (packed_summary
+                    # times a bare PackedNet on one)
+                    ((t_forward, _),) = best_of(
+                        [partial(packed.net_.forward, Xb, n_threads)],
+                        repeats,
+                        settle=SETTLE,
+                    )
                     note = ""
                     if arch == "bnn":
                         torch.set_num_threads(n_threads)
