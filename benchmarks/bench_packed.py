@@ -193,6 +193,9 @@ def firing_rate(packed, X, value):
     return float(packed.net_.unpack(value, words).mean())
 
 
+#: The MLPs of the dense grid and the summary (``--nets`` without ``--images``).
+DENSE_NETS = ("bnn", "dhn", "snn")
+
 IMAGE_NETS = {
     "bireal": {"width": 16},
     "resnet18": {"width": 16},
@@ -557,8 +560,7 @@ def main():
     args = parser.parse_args()
     if args.steps and not args.images:
         parser.error("--steps times the image nets: add --images")
-    dense_nets = {"bnn", "dhn", "snn"}
-    unknown = set(args.nets or ()) - (set(IMAGE_NETS) if args.images else dense_nets)
+    unknown = set(args.nets or ()) - set(IMAGE_NETS if args.images else DENSE_NETS)
     if unknown:
         kind = "image nets (--images)" if args.images else "nets (without --images)"
         parser.error(f"unknown {kind} {sorted(unknown)}")
@@ -585,7 +587,7 @@ def main():
         kernel(widths, batches, args.repeats or 7)
         return
     threads = args.threads or ([1] if args.quick else [1, 2])
-    dense(args.nets or ["bnn", "dhn", "snn"], widths, batches, threads, args.repeats)
+    dense(args.nets or DENSE_NETS, widths, batches, threads, args.repeats)
 
 
 if __name__ == "__main__":

@@ -171,10 +171,10 @@ def nibble_counts(
         below = []
         for g, s in zip(groups, sums, strict=True):
             at = builder.add(d_row, ir.Constant(i64, _LANES * g))
+            p = builder.bitcast(builder.gep(arr[0], [at]), words4.as_pointer())
             counts = builder.call(psadbw, [s, zero])
             if add.literal_value:
-                counts = builder.add(vector_at(arr[0], at, 0), counts)
-            p = builder.bitcast(builder.gep(arr[0], [at]), words4.as_pointer())
+                counts = builder.add(builder.load(p, align=8), counts)
             builder.store(counts, p, align=8)
             kth = vector_at(arr[10], q0, _LANES * g)
             below.append(builder.icmp_signed("<", counts, kth))
