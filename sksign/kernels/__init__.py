@@ -28,6 +28,7 @@ from sksign.kernels._pairwise import (
 )
 from sksign.kernels._popcount import popcount64, popcount_instructions, target_has
 from sksign.kernels._vector_counts import (
+    fma_exact,
     vector_kernels,
     xor_affine_block,
     xor_count_block,
@@ -41,7 +42,7 @@ from sksign.kernels._words import (
 
 # The public names are declared in sksign/_public.py. The others imported
 # here (as_bits, check_n_bits, check_packed, check_packed_array,
-# auto_batch_size, counted_loop, effective_n_threads, load_vector,
+# auto_batch_size, counted_loop, effective_n_threads, fma_exact, load_vector,
 # popcount64, search_words, splat, target_has, vector_kernels, xor_affine_block,
 # xor_count_block) are internal checkers and kernels:
 # importable for sksign's own modules (the k-NN estimators, sign geometry,

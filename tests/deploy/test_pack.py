@@ -211,10 +211,10 @@ def test_bnn_hidden_bits_are_bit_identical(fitted, digits):
             stream = z + getattr(module, f"short{i}")(stream)
 
 
-def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
-    """Check a trained BNN layer's XNOR-popcount dots against torch's +-1 product."""
-    from sksign.deploy._kernels import xnor_kernel
-
+def _first_sign_layer(fitted, digits):
+    """The packed BNN, its first ``xnor_dense`` layer, that layer's input
+    bits on the test rows, their number a row and torch's exact +-1 dot
+    products there."""
     _, X_test, _, _ = digits
     net = fitted["bnn"]
     packed = pack(net)
@@ -225,22 +225,55 @@ def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
     ref = torch.nn.functional.linear(
         torch.as_tensor(2 * a - 1), torch.where(w >= 0, 1.0, -1.0).double()
     )
-    ww = packed.net_._xnor_words[layer["tensors"]["weight_bits"]]
-    out = np.empty(ref.shape, np.int64)
-    m = ref.shape[1]
-    xnor_kernel()(
-        bits,
-        ww,
-        a.shape[1],
-        np.ones(m, np.int64),
-        np.zeros(m, np.int64),
-        out,
-        0,
-        len(a),
-        0,
-        m,
+    return packed.net_, layer, bits, a.shape[1], ref.numpy().astype(np.int64)
+
+
+def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
+    """Check a trained BNN layer's XNOR-popcount dots against torch's +-1 product."""
+    from sksign.deploy._kernels import xnor_kernel
+
+    net, layer, bits, n_bits, dots = _first_sign_layer(fitted, digits)
+    ww = net._xnor_words[layer["tensors"]["weight_bits"]]
+    out = np.empty(dots.shape, np.int64)
+    n_rows, m = dots.shape
+    ones, zeros = np.ones(m, np.int64), np.zeros(m, np.int64)
+    xnor_kernel()(bits, ww, n_bits, ones, zeros, out, 0, n_rows, 0, m)
+    np.testing.assert_array_equal(out, dots)
+
+
+def test_sign_layer_floats_are_the_float64_map_for_any_scales(fitted, digits):
+    """Check a sign layer's outputs against numpy's ``float32(dot *
+    float64(alpha) + float64(beta))``: with its trained scales (float32
+    fused multiply-adds in the register blocks) and with scales whose sums
+    need more than float64's bits, where those would differ and the layer
+    takes the float64 map."""
+    from sksign.deploy._kernels._xnor import vector_blocks, xnor_affine_vectors
+    from sksign.deploy._runtime import PackedNet
+    from sksign.kernels import fma_exact
+
+    _, X_test, _, _ = digits
+    net, layer, bits, n_bits, dots = _first_sign_layer(fitted, digits)
+    names = layer["tensors"]
+    rng = np.random.default_rng(0)
+    m = dots.shape[1]
+    far_apart = (  # shifts 2**58 times below their scales
+        (rng.uniform(1, 2, m) * 2.0**20).astype(np.float32),
+        (rng.uniform(-2, 2, m) * 2.0**-38).astype(np.float32),
     )
-    np.testing.assert_array_equal(out, ref.numpy().astype(np.int64))
+    trained = (net.tensors[names["alpha"]], net.tensors[names["beta"]])
+    assert fma_exact(*trained, n_bits)
+    assert not fma_exact(*far_apart, n_bits)
+    for alpha, beta in (trained, far_apart):
+        tensors = {**net.tensors, names["alpha"]: alpha, names["beta"]: beta}
+        out = PackedNet(net.graph, tensors).forward(X_test, keep=[layer["name"]])
+        ref = dots * alpha.astype(np.float64) + beta.astype(np.float64)
+        np.testing.assert_array_equal(out[layer["name"]], ref.astype(np.float32))
+    # the float32 route would have missed: the fallback is needed
+    wt = net._xnor_words[names["weight_bits"]]
+    wb = wt if wt.ndim == 3 else vector_blocks(wt)
+    fma = np.empty(dots.shape, np.float32)
+    xnor_affine_vectors(bits, wb, n_bits, *far_apart, fma, 0, len(dots), 0, m)
+    assert (fma != ref.astype(np.float32)).any()
 
 
 def test_thresholds_exactly_on_zero_fire():

@@ -3,7 +3,9 @@
 ``xor_count_block`` stores the XOR-popcount counts of a block of rows
 against a block of columns; ``xor_affine_block`` maps them to the sign
 layer's ``(n_bits - 2 count) * alpha + beta`` in registers and stores
-that. Generic LLVM IR: checked on any CPU.
+that (float32 scales and outputs by fused multiply-adds, which
+``fma_exact`` certifies equal to numpy's float64 map). Generic LLVM IR:
+checked on any CPU.
 """
 
 # Authors: The sksign developers
@@ -11,13 +13,15 @@ that. Generic LLVM IR: checked on any CPU.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from sksign.kernels import xor_affine_block, xor_count_block
+from sksign.kernels import fma_exact, xor_affine_block, xor_count_block
 
 
 @njit
@@ -125,7 +129,8 @@ def test_counts_of_constant_words_saturate():
 @pytest.mark.parametrize("n_bits", [1, 63, 64, 700, 1280])
 def test_affine_outputs_round_as_numpy(out_dtype, scale_dtype, rows, n_bits):
     """Check ``(n_bits - 2 count) * alpha + beta``: for floats computed in
-    float64 and rounded once to the output's type (bit for bit), for int64
+    float64 and rounded once to the output's type (bit for bit; all float32
+    by fused multiply-adds, on scales fma_exact certifies), for int64
     exactly; the other cells of `out` untouched."""
     rng = np.random.default_rng(n_bits + rows)
     n_words = -(-n_bits // 64)
@@ -140,6 +145,7 @@ def test_affine_outputs_round_as_numpy(out_dtype, scale_dtype, rows, n_bits):
     else:
         alpha = rng.standard_normal(40).astype(scale_dtype)
         beta = rng.standard_normal(40).astype(scale_dtype)
+        assert fma_exact(alpha, beta, n_bits)
     sentinel = -7
     out = np.full((7, 40), sentinel, out_dtype)
     _affine(out, 2, 5, x, 1, wt, 3, n_bits, alpha, beta, rows)
@@ -165,3 +171,88 @@ def test_affine_block_rejects_other_dtypes():
     alpha = beta = np.ones(16, np.float32)
     with pytest.raises(TypingError):
         _affine(out, 0, 0, x, 0, wt, 0, 128, alpha, beta, 1)
+
+
+def _float32_pair():
+    """Two finite float32 values with full 24-bit significands (their last
+    bit set) and exponents from equal to far apart: the pairs at the edge of
+    float64's 53 bits come up."""
+    significand = st.integers(2**22, 2**23 - 1).map(lambda k: 2 * k + 1)
+    sign = st.sampled_from([-1, 1])
+    return st.builds(
+        lambda ka, kb, sa, sb, e, gap: (
+            np.float32(sa * ka * 2.0 ** (e - 23)),
+            np.float32(sb * kb * 2.0 ** (e + gap - 23)),
+        ),
+        significand,
+        significand,
+        sign,
+        sign,
+        st.integers(-60, 60),
+        st.integers(-60, 60),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(pair=_float32_pair(), n_bits=st.integers(1, 2**24 - 1), data=st.data())
+def test_fma_exact_means_the_float64_sum_never_rounds(pair, n_bits, data):
+    """Check fma_exact's claim: where it holds, ``dot * float64(alpha) +
+    float64(beta)`` is the exact rational sum for every dot of `n_bits` bits
+    (so one float32 rounding of it is the fused multiply-add's); the odd
+    dots near +-n_bits give the longest sums."""
+    a, b = pair
+    if not fma_exact(np.array([a]), np.array([b]), n_bits):
+        return
+    dots = {-n_bits, n_bits, 0, 1 - n_bits % 2}
+    dots |= {d - (d + n_bits) % 2 for d in (n_bits - 1, 1 - n_bits)}
+    dots |= set(data.draw(st.lists(st.integers(-n_bits, n_bits), max_size=20)))
+    for dot in dots:
+        got = np.float64(dot) * np.float64(a) + np.float64(b)
+        assert Fraction(float(got)) == dot * Fraction(float(a)) + Fraction(float(b))
+
+
+def test_fma_exact_passes_batch_norm_scales_and_refuses_the_rest():
+    """Check the guard on the scales a BatchNorm folds into a sign layer, on
+    a shift far below its scale, and on what it never certifies."""
+    rng = np.random.default_rng(0)
+    alpha = (10.0 ** rng.uniform(-3, 1, 1000)).astype(np.float32)
+    beta = (rng.choice([-1, 1], 1000) * 10.0 ** rng.uniform(-3, 1, 1000)).astype(
+        np.float32
+    )
+    assert fma_exact(alpha, beta, 1024)
+    assert fma_exact(alpha, np.zeros_like(beta), 2**24 - 1)  # one term: exact
+    assert not fma_exact([1 + 2.0**-23], [2.0**-40 + 2.0**-63], 1024)  # 74 bits
+    assert not fma_exact([1.0], [np.inf], 1024)
+    assert not fma_exact([np.nan], [0.0], 1024)
+    assert not fma_exact([1.0], [0.0], 2**24)  # dots past float32's integers
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_bits=st.sampled_from([1, 63, 130, 700, 4097]),
+    scale_exponents=st.tuples(st.integers(-40, 40), st.integers(-40, 40)),
+)
+def test_float32_affine_equals_the_float64_map_where_fma_exact(
+    seed, n_bits, scale_exponents
+):
+    """Check the float32 (fused multiply-add) outputs against numpy's float64
+    map, bit for bit, on every column whose scales fma_exact certifies;
+    rows of all-ones and all-zeros words give the extreme dots."""
+    rng = np.random.default_rng(seed)
+    n_words = -(-n_bits // 64)
+    x, wt = _operands(rng, n_words, 4, 16)
+    x[0], x[1] = 2**64 - 1, 0
+    keep = np.uint64(2 ** (n_bits % 64 or 64) - 1) << np.uint64(-n_bits % 64)
+    x[:, -1] &= keep
+    wt[-1] &= keep
+    e_a, e_b = scale_exponents
+    alpha = rng.uniform(-1, 1, 16) * 2.0 ** (e_a + rng.integers(-3, 4, 16))
+    beta = rng.uniform(-1, 1, 16) * 2.0 ** (e_b + rng.integers(-3, 4, 16))
+    alpha, beta = alpha.astype(np.float32), beta.astype(np.float32)
+    out = np.empty((4, 16), np.float32)
+    _affine(out, 0, 0, x, 0, wt, 0, n_bits, alpha, beta, 4)
+    dots = n_bits - 2 * _reference_counts(x, 0, wt, 0, 4)
+    ref = (dots * alpha.astype(np.float64) + beta.astype(np.float64)).astype(np.float32)
+    exact = [fma_exact(alpha[j : j + 1], beta[j : j + 1], n_bits) for j in range(16)]
+    np.testing.assert_array_equal(out[:, exact], ref[:, exact])

@@ -336,6 +336,11 @@ def xnor_affine_vectors(xw, wb, n_bits, alpha, beta, out, r0, r1, c0, c1):
     :func:`xnor_kernel` chooses it); the affine map is applied in registers
     and the outputs stored from there. A block cut by the column range
     stores its counts first.
+
+    Float32 `alpha` and `beta` go through float32 fused multiply-adds, the
+    float64 map's outputs only where :func:`~sksign.kernels.fma_exact`
+    holds (``xnor_dense`` checks it once and passes float64 scales where it
+    fails, which keep the float64 map).
     """
     counts = np.empty((4, VECTOR_COLUMNS), np.int64)
     for blk in range(c0 // VECTOR_COLUMNS, -(-c1 // VECTOR_COLUMNS)):

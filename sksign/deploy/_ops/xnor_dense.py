@@ -1,4 +1,11 @@
-"""``xnor_dense``: binary weights on bits (XNOR-popcount), ``alpha * dot + beta``."""
+"""``xnor_dense``: binary weights on bits (XNOR-popcount), ``alpha * dot + beta``.
+
+The outputs are numpy's ``float32(dot * float64(alpha) + float64(beta))``.
+The register-block kernel computes them by float32 fused multiply-adds where
+that gives the same floats for every dot (:func:`~sksign.kernels.fma_exact`,
+checked once here); a layer whose scales fail the check passes them as
+float64, which keeps the float64 map.
+"""
 
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
@@ -11,7 +18,7 @@ from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
 from sksign.deploy._kernels import xnor_kernel, xnor_weights
 from sksign.deploy._ops._common import run_rows_cols
-from sksign.kernels import packed_to_words
+from sksign.kernels import fma_exact, packed_to_words
 
 
 def prepare(layer, ctx):
@@ -23,6 +30,8 @@ def prepare(layer, ctx):
         lambda raw: xnor_weights(np.ascontiguousarray(packed_to_words(raw, n_bits).T)),
     )
     alpha, beta = ctx.tensor(layer, "alpha"), ctx.tensor(layer, "beta")
+    if not fma_exact(alpha, beta, n_bits):
+        alpha, beta = alpha.astype(np.float64), beta.astype(np.float64)
     kernel = xnor_kernel()  # register blocks on AVX-512 VPOPCNTDQ
 
     def run(xs, n, n_threads):
