@@ -44,9 +44,11 @@ from sksign.kernels._popcount import pairwise_counts, popcount_instructions
 
 __all__ = [
     "CODE_TILE_BYTES",
+    "GROUP_PIVOTS",
     "LANES",
     "PAIRWISE_MIN_ROWS",
     "PAIRWISE_TILE_BYTES",
+    "PRUNE_WORDS",
     "QUERY_BLOCK",
     "SPAN_BLOCKS",
     "fma_exact",
@@ -78,6 +80,15 @@ QUERY_BLOCK = 32
 #: in a 1 MB L2).
 CODE_TILE_BYTES = 2**19
 SPAN_BLOCKS = 32
+
+#: Words between the checks of :func:`xor_count_block` with `worst` for a
+#: block whose codes can no longer enter a k-list (the minimum over its rows
+#: and one compare per vector of columns: about 20 instructions, against
+#: 384 for the 8 words of a 4 x 4 block).
+PRUNE_WORDS = 8
+
+#: Pivots by which :func:`knn_counts_vectors` groups its queries.
+GROUP_PIVOTS = 64
 
 #: Bytes of `B`'s codes :func:`pairwise_counts_vectors` lays out word-major
 #: and counts every row of `A` against before the next ones: a tile that
@@ -113,10 +124,11 @@ def _vector_at(builder, ptr, index, vector_type):
     return builder.bitcast(builder.gep(ptr, [index]), vector_type.as_pointer())
 
 
-def _running_counts(context, builder, x, x_row, wt, w_col, n_rows, n_vectors):
-    """Emit the loop over the words of the rows of `x` from `x_row` against
-    the ``8 n_vectors`` columns of `wt` from `w_col` (array structs, C order);
-    return the ``n_rows * n_vectors`` counts, row-major, as ``<8 x i64>``."""
+def _word_adder(builder, x, x_row, wt, w_col, n_rows, n_vectors):
+    """``add_word(w, sums)``: emit the counts of word `w` of the rows of `x`
+    from `x_row` against the ``8 n_vectors`` columns of `wt` from `w_col`
+    (array structs, C order) added to `sums` (``n_rows * n_vectors``
+    ``<8 x i64>``, row-major); returns the new sums."""
     i64 = ir.IntType(64)
     vec = ir.VectorType(i64, LANES)
     ctpop = cgutils.get_or_insert_function(
@@ -152,8 +164,106 @@ def _running_counts(context, builder, x, x_row, wt, w_col, n_rows, n_vectors):
                 new.append(builder.add(sums[r * n_vectors + v], bits))
         return new
 
-    initial = [ir.Constant(vec, [0] * LANES)] * (n_rows * n_vectors)
+    return add_word
+
+
+def _zero_counts(n_rows, n_vectors):
+    return [ir.Constant(ir.VectorType(ir.IntType(64), LANES), [0] * LANES)] * (
+        n_rows * n_vectors
+    )
+
+
+def _running_counts(context, builder, x, x_row, wt, w_col, n_rows, n_vectors):
+    """Emit the loop over the words of the rows of `x` from `x_row` against
+    the ``8 n_vectors`` columns of `wt` from `w_col` (array structs, C order);
+    return the ``n_rows * n_vectors`` counts, row-major, as ``<8 x i64>``."""
+    add_word = _word_adder(builder, x, x_row, wt, w_col, n_rows, n_vectors)
+    n_words = builder.extract_value(x.shape, 1)
+    initial = _zero_counts(n_rows, n_vectors)
     return counted_loop(builder, n_words, initial, add_word, "xor_count")
+
+
+def _any_below(builder, sums, kth, n_rows, n_vectors):
+    """An i1: whether some lane of `sums` (row-major) is below the lane of
+    `kth` (one vector per column vector) it is compared with."""
+    below = None
+    for v in range(n_vectors):
+        low = sums[v]
+        for r in range(1, n_rows):
+            other = sums[r * n_vectors + v]
+            low = builder.select(builder.icmp_signed("<", other, low), other, low)
+        lanes = builder.icmp_signed("<", low, kth[v])
+        below = lanes if below is None else builder.or_(below, lanes)
+    bits = builder.bitcast(below, ir.IntType(LANES))
+    return builder.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(LANES), 0))
+
+
+def _pruned_counts(builder, x, x_row, wt, w_col, n_rows, n_vectors, kth, on_done):
+    """:func:`_running_counts` that stops early once no count can enter.
+
+    Every :data:`PRUNE_WORDS` words short of the last, the running counts
+    are compared with `kth`; where none is below its lane, the loop stops.
+    Past the last word, ``on_done(sums)`` emits what follows the counts and
+    returns an i64. Returns that i64, or 0 where the loop stopped early.
+    """
+    i64 = ir.IntType(64)
+    add_word = _word_adder(builder, x, x_row, wt, w_col, n_rows, n_vectors)
+    n_words = builder.extract_value(x.shape, 1)
+    chunk = ir.Constant(i64, PRUNE_WORDS)
+    n_checks = builder.sdiv(builder.sub(n_words, ir.Constant(i64, 1)), chunk)
+    entry = builder.block
+    head = builder.append_basic_block("prune_head")
+    body = builder.append_basic_block("prune_body")
+    tail = builder.append_basic_block("prune_tail")
+    stopped = builder.append_basic_block("prune_stopped")
+    end = builder.append_basic_block("prune_end")
+    builder.branch(head)
+
+    builder.position_at_end(head)
+    k = builder.phi(i64)
+    k.add_incoming(ir.Constant(i64, 0), entry)
+    sums = []
+    for zero in _zero_counts(n_rows, n_vectors):
+        sums.append(builder.phi(zero.type))
+        sums[-1].add_incoming(zero, entry)
+    builder.cbranch(builder.icmp_signed("<", k, n_checks), body, tail)
+
+    builder.position_at_end(body)
+    base = builder.mul(k, chunk)
+    new = counted_loop(
+        builder,
+        chunk,
+        sums,
+        lambda w, values: add_word(builder.add(base, w), values),
+        "prune_chunk",
+    )
+    alive = _any_below(builder, new, kth, n_rows, n_vectors)
+    k.add_incoming(builder.add(k, ir.Constant(i64, 1)), builder.block)
+    for phi, value in zip(sums, new, strict=True):
+        phi.add_incoming(value, builder.block)
+    builder.cbranch(alive, head, stopped)
+
+    builder.position_at_end(tail)
+    base = builder.mul(k, chunk)
+    finals = counted_loop(
+        builder,
+        builder.sub(n_words, base),
+        sums,
+        lambda w, values: add_word(builder.add(base, w), values),
+        "prune_rest",
+    )
+    result = on_done(finals)
+    done = builder.block
+    builder.branch(end)
+
+    builder.position_at_end(stopped)
+    builder.branch(end)
+
+    builder.position_at_end(end)
+    out = builder.phi(i64)
+    out.add_incoming(result, done)
+    out.add_incoming(ir.Constant(i64, 0), stopped)
+    return out
 
 
 @intrinsic(prefer_literal=True)
@@ -174,6 +284,11 @@ def xor_count_block(
     With `worst` (int64, at least ``8 vectors`` long, or None), returns the
     bit mask of the rows that have a count below ``worst[8 v + l]`` in some
     column, compared in registers (bit `r` for row `r`); 0 without it.
+    Counts only grow, so with `worst` the block stops as soon as none can
+    end below: every :data:`PRUNE_WORDS` words short of the last, it
+    compares the running counts with `worst` and, where none is below,
+    returns 0 at once and stores nothing (a search never reads the counts
+    of a block no code of which enters a k-list).
     """
     arrays = (counts, x, wt)
     compare = not isinstance(worst, types.NoneType)
@@ -207,32 +322,43 @@ def xor_count_block(
             context.cast(builder, args[pos], sig.args[pos], types.int64)
             for pos in (1, 2, 4, 6)
         )
-        totals = _running_counts(
-            context, builder, x_s, x_row, wt_s, w_col, n_rows, n_vectors
-        )
         c_stride = builder.extract_value(counts_s.shape, 1)
-        for r in range(n_rows):
-            c_at = builder.add(
-                builder.mul(builder.add(c_row, ir.Constant(i64, r)), c_stride), c_col
+
+        def store(totals):
+            for r in range(n_rows):
+                c_at = builder.add(
+                    builder.mul(builder.add(c_row, ir.Constant(i64, r)), c_stride),
+                    c_col,
+                )
+                for v in range(n_vectors):
+                    at = builder.add(c_at, ir.Constant(i64, LANES * v))
+                    total = totals[r * n_vectors + v]
+                    if stored != vec:
+                        total = builder.trunc(total, stored)
+                    builder.store(
+                        total, _vector_at(builder, counts_s.data, at, stored), align=4
+                    )
+
+        if not compare:
+            store(
+                _running_counts(
+                    context, builder, x_s, x_row, wt_s, w_col, n_rows, n_vectors
+                )
             )
-            for v in range(n_vectors):
-                at = builder.add(c_at, ir.Constant(i64, LANES * v))
-                total = totals[r * n_vectors + v]
-                if stored != vec:
-                    total = builder.trunc(total, stored)
-                builder.store(
-                    total, _vector_at(builder, counts_s.data, at, stored), align=4
-                )
-        mask = ir.Constant(i64, 0)
-        if compare:
-            kth_data = context.make_array(sig.args[9])(context, builder, args[9]).data
-            kth = [
-                builder.load(
-                    _vector_at(builder, kth_data, ir.Constant(i64, LANES * v), vec),
-                    align=8,
-                )
-                for v in range(n_vectors)
-            ]
+            return ir.Constant(i64, 0)
+        kth_data = context.make_array(sig.args[9])(context, builder, args[9]).data
+        kth = [
+            builder.load(
+                _vector_at(builder, kth_data, ir.Constant(i64, LANES * v), vec),
+                align=8,
+            )
+            for v in range(n_vectors)
+        ]
+
+        def rows_below(totals):
+            """Store the counts; the mask of the rows with one below its k-th."""
+            store(totals)
+            mask = ir.Constant(i64, 0)
             no_lane = ir.Constant(ir.IntType(LANES), 0)
             for r in range(n_rows):
                 below = None
@@ -242,7 +368,11 @@ def xor_count_block(
                 bits = builder.bitcast(below, ir.IntType(LANES))
                 hit = builder.zext(builder.icmp_unsigned("!=", bits, no_lane), i64)
                 mask = builder.or_(mask, builder.shl(hit, ir.Constant(i64, r)))
-        return mask
+            return mask
+
+        return _pruned_counts(
+            builder, x_s, x_row, wt_s, w_col, n_rows, n_vectors, kth, rows_below
+        )
 
     sig = types.uint64(counts, c_row, c_col, x, x_row, wt, w_col, rows, vectors, worst)
     return sig, codegen
@@ -439,6 +569,25 @@ def _scan_codes(T, j0, j1, qt, tile, worst, ld, li, m, k):
 
 
 @njit(cache=True, nogil=True)
+def _grouped_queries(Q):
+    """An order of the rows of `Q` that puts near queries side by side:
+    grouped by the nearest of :data:`GROUP_PIVOTS` queries taken at even
+    steps (ties to the first), in their order within a group."""
+    n_q, n_words = Q.shape
+    n_pivots = min(GROUP_PIVOTS, n_q // QUERY_BLOCK)
+    stride = n_q // n_pivots
+    pivots = np.empty((n_pivots, n_words), dtype=np.uint64)
+    for p in range(n_pivots):
+        pivots[p] = Q[p * stride]
+    counts = np.empty((n_q, n_pivots), dtype=np.int32)
+    pairwise_counts_vectors(Q, pivots, counts)
+    nearest = np.empty(n_q, dtype=np.int64)
+    for q in range(n_q):
+        nearest[q] = np.argmin(counts[q])
+    return np.argsort(nearest, kind="mergesort")
+
+
+@njit(cache=True, nogil=True)
 def knn_counts_vectors(Q, T, out_d, out_i):
     """:func:`~sksign.kernels._popcount.knn_counts` on :func:`xor_count_block`.
 
@@ -450,7 +599,29 @@ def knn_counts_vectors(Q, T, out_d, out_i):
     four codes per register block, before the next tile, so the codes come
     from L2 rather than memory. Every query still meets the codes in
     increasing index order.
+
+    A register block stops once none of its codes can enter a k-list
+    (:func:`xor_count_block` with `worst`): with codes longer than
+    :data:`PRUNE_WORDS` words, the queries are first grouped by their
+    nearest pivot (:func:`_grouped_queries`), so that a block's queries
+    share their far codes. Neither changes a result: each query's list
+    depends on its own counts alone.
     """
+    n_q, n_words = Q.shape
+    if n_words > PRUNE_WORDS and n_q >= 2 * QUERY_BLOCK:
+        order = _grouped_queries(Q)
+        d, i = np.empty_like(out_d), np.empty_like(out_i)
+        _knn_blocks(Q[order], T, d, i)
+        for q in range(n_q):
+            out_d[order[q]] = d[q]
+            out_i[order[q]] = i[q]
+    else:
+        _knn_blocks(Q, T, out_d, out_i)
+
+
+@njit(cache=True, nogil=True)
+def _knn_blocks(Q, T, out_d, out_i):
+    """:func:`knn_counts_vectors` on the queries in their order."""
     n_q, n_words = Q.shape
     n_t = T.shape[0]
     qb = QUERY_BLOCK

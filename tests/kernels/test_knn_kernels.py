@@ -40,8 +40,11 @@ from sksign.kernels._nibbles import (
 from sksign.kernels._popcount import knn_counts, pairwise_counts
 from sksign.kernels._vector_counts import (
     CODE_TILE_BYTES,
+    GROUP_PIVOTS,
+    PRUNE_WORDS,
     QUERY_BLOCK,
     SPAN_BLOCKS,
+    _grouped_queries,
     knn_counts_vectors,
     pairwise_counts_vectors,
     vector_kernels,
@@ -167,6 +170,54 @@ def test_register_blocks_by_tiles_of_codes_and_spans_of_queries():
     np.testing.assert_array_equal(d, expected_d)
     np.testing.assert_array_equal(i, expected_i)
     assert i[0, 0] == step + 2
+
+
+def _clustered(rng, n, n_words, centres, flip):
+    """Codes around `centres` (rows of words), each bit flipped with
+    probability `flip`, and the centre of each."""
+    which = rng.integers(0, len(centres), n)
+    noise = _words(rng, n, n_words, flip)
+    return centres[which] ^ noise, which
+
+
+@pytest.mark.parametrize("n_words", [PRUNE_WORDS + 1, 2 * PRUNE_WORDS, 64, 70])
+@pytest.mark.parametrize("k", [1, 5, LIST_LANES + 3])
+def test_register_blocks_that_stop_early_keep_the_reference_lists(n_words, k):
+    """Check the search where most register blocks stop early and the
+    queries are grouped (clustered codes: a query's k-th is far below the
+    other clusters' counts), ties and duplicates included: the reference
+    lists, in the caller's query order."""
+    rng = np.random.default_rng(n_words + k)
+    centres = _words(rng, 6, n_words)
+    Q, _ = _clustered(rng, 3 * QUERY_BLOCK + 5, n_words, centres, 0.05)
+    T, _ = _clustered(rng, 403, n_words, centres, 0.05)
+    T[::11] = T[7]  # ties
+    T[100] = Q[-1]  # a distance of zero for the last query
+    d, i = _search(knn_counts_vectors, Q, T, k)
+    expected_d, expected_i = _reference(Q, T, k)
+    np.testing.assert_array_equal(d, expected_d)
+    np.testing.assert_array_equal(i, expected_i)
+    assert d[-1, 0] == 0
+
+
+def test_grouped_queries_put_each_pivots_queries_together():
+    """Check the order the register-block search groups its queries in: a
+    permutation, sorted by the nearest pivot (every n_q // n_pivots-th
+    query, ties to the first), the queries of a pivot in their own order."""
+    rng = np.random.default_rng(5)
+    n_words = 12
+    for n_q in (2 * QUERY_BLOCK, 150, GROUP_PIVOTS * QUERY_BLOCK + 7):
+        Q, _ = _clustered(rng, n_q, n_words, _words(rng, 9, n_words), 0.1)
+        order = _grouped_queries(Q)
+        assert sorted(order.tolist()) == list(range(n_q))
+        n_pivots = min(GROUP_PIVOTS, n_q // QUERY_BLOCK)
+        pivots = Q[:: n_q // n_pivots][:n_pivots]
+        counts = np.unpackbits((Q[:, None, :] ^ pivots[None]).view(np.uint8), axis=2)
+        nearest = counts.sum(axis=2).argmin(axis=1)
+        assert (np.diff(nearest[order]) >= 0).all()
+        for p in np.unique(nearest):
+            members = order[nearest[order] == p]
+            assert (np.diff(members) > 0).all()
 
 
 @njit

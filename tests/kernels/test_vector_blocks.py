@@ -256,3 +256,50 @@ def test_float32_affine_equals_the_float64_map_where_fma_exact(
     ref = (dots * alpha.astype(np.float64) + beta.astype(np.float64)).astype(np.float32)
     exact = [fma_exact(alpha[j : j + 1], beta[j : j + 1], n_bits) for j in range(16)]
     np.testing.assert_array_equal(out[:, exact], ref[:, exact])
+
+
+@njit
+def _counts_below(counts, x, x_row, wt, worst, rows):
+    if rows == 4:
+        return xor_count_block(counts, 0, 0, x, x_row, wt, 0, 4, 2, worst)
+    return xor_count_block(counts, 0, 0, x, x_row, wt, 0, 1, 2, worst)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_words=st.integers(1, 40),
+    rows=st.sampled_from([1, 4]),
+    seed=st.integers(0, 2**32 - 1),
+    share=st.floats(0.0, 0.6),
+    data=st.data(),
+)
+def test_counts_against_the_kth_stop_once_none_can_enter(
+    n_words, rows, seed, share, data
+):
+    """Check xor_count_block with `worst`: the mask of the rows with a count
+    below their column's k-th; the counts stored where it goes on to the
+    last word, nothing stored where, at a check every PRUNE_WORDS words
+    short of the last, no running count was below its k-th."""
+    from sksign.kernels._vector_counts import PRUNE_WORDS
+
+    rng = np.random.default_rng(seed)
+    x, wt = _operands(rng, n_words, 4, 16)
+    near = data.draw(st.integers(-1, 15))  # a column close to row 0, or none
+    if near >= 0:
+        wt[:, near] = x[0] ^ (rng.random(n_words) < 0.1).astype(np.uint64)
+    worst = np.round(rng.uniform(0, share * 64 * n_words, 16)).astype(np.int64)
+    worst[data.draw(st.integers(0, 16)) :] = -1  # lanes past a block's queries
+    sentinel = -3
+    counts = np.full((rows, 16), sentinel, np.int64)
+    mask = _counts_below(counts, x, 0, wt, worst, rows)
+    full = _reference_counts(x, 0, wt, 0, rows)
+    assert mask == sum(1 << r for r in range(rows) if (full[r] < worst).any())
+    stopped = any(
+        (_reference_counts(x[:, :w], 0, wt[:w], 0, rows) >= worst).all()
+        for w in range(PRUNE_WORDS, n_words, PRUNE_WORDS)
+    )
+    if stopped:
+        assert mask == 0
+        assert (counts == sentinel).all()
+    else:
+        np.testing.assert_array_equal(counts, full)
