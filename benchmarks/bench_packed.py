@@ -420,7 +420,7 @@ def kernel(widths, batches, repeats):
                 runs.append(
                     partial(_run_rows_cols, xnor_affine, batch, width, 1, *args)
                 )
-            times = [t for t, _ in best_of(runs, repeats, warm=2)]
+            times = [t for t, _ in best_of(runs, repeats, warm=2, min_seconds=0.1)]
             one, two = times[:2]
             macs = batch * width * width
             print(

@@ -141,3 +141,34 @@ def test_the_tables_return_the_rows_the_judges_read(no_peak, capsys):
     assert [r["threads"] for r in knn] == [1, 2]
     assert len(check_targets.judge_knn(knn)) == 4
     assert "| bireal | 1 | 1 |" in capsys.readouterr().out
+
+
+def test_best_of_runs_short_calls_until_min_seconds():
+    """Check that best_of adds rounds, interleaved, until every function's
+    timed runs add up to min_seconds, at most MAX_ROUNDS, and no more than
+    `repeats` without it."""
+    import time
+
+    import _timing  # benchmarks/_timing.py
+
+    calls = {"fast": 0, "slow": 0}
+
+    def fast():
+        calls["fast"] += 1
+
+    def slow():
+        calls["slow"] += 1
+        time.sleep(0.002)
+
+    best_of = _timing.best_of
+    best_of([fast, slow], 3)
+    assert calls == {"fast": 4, "slow": 4}  # a warm-up and 3 rounds
+    calls.update(fast=0, slow=0)
+    (t_fast, _), (t_slow, _) = best_of([fast, slow], 3, min_seconds=0.02)
+    assert calls["fast"] == calls["slow"]  # rounds run every function
+    # the fast one never reaches 20 ms: the rounds stop at the cap
+    assert calls["fast"] == _timing.MAX_ROUNDS + 1
+    assert t_slow >= 0.002 > t_fast
+    calls.update(slow=0)
+    best_of([slow], 1, min_seconds=0.02)
+    assert 1 < calls["slow"] - 1 <= 10  # 2 ms or more a run: at most 10 rounds
