@@ -244,12 +244,16 @@ def test_sign_layer_integer_dot_products_are_exact(fitted, digits):
 def test_sign_layer_floats_are_the_float64_map_for_any_scales(fitted, digits):
     """Check a sign layer's outputs against numpy's ``float32(dot *
     float64(alpha) + float64(beta))``: with its trained scales (float32
-    fused multiply-adds in the register blocks) and with scales whose sums
-    need more than float64's bits, where those would differ and the layer
-    takes the float64 map."""
-    from sksign.deploy._kernels._xnor import vector_blocks, xnor_affine_vectors
+    fused multiply-adds in both kernels) and with scales whose sums need
+    more than float64's bits, where those would differ and the layer takes
+    the float64 map."""
+    from sksign.deploy._kernels._xnor import (
+        vector_blocks,
+        xnor_affine,
+        xnor_affine_vectors,
+    )
     from sksign.deploy._runtime import PackedNet
-    from sksign.kernels import fma_exact
+    from sksign.kernels import fma_exact, packed_to_words
 
     _, X_test, _, _ = digits
     net, layer, bits, n_bits, dots = _first_sign_layer(fitted, digits)
@@ -268,12 +272,18 @@ def test_sign_layer_floats_are_the_float64_map_for_any_scales(fitted, digits):
         out = PackedNet(net.graph, tensors).forward(X_test, keep=[layer["name"]])
         ref = dots * alpha.astype(np.float64) + beta.astype(np.float64)
         np.testing.assert_array_equal(out[layer["name"]], ref.astype(np.float32))
-    # the float32 route would have missed: the fallback is needed
-    wt = net._xnor_words[names["weight_bits"]]
-    wb = wt if wt.ndim == 3 else vector_blocks(wt)
-    fma = np.empty(dots.shape, np.float32)
-    xnor_affine_vectors(bits, wb, n_bits, *far_apart, fma, 0, len(dots), 0, m)
-    assert (fma != ref.astype(np.float32)).any()
+    # the float32 route of either kernel would have missed: the fallback is
+    # needed
+    wt = np.ascontiguousarray(
+        packed_to_words(net.tensors[names["weight_bits"]], n_bits).T
+    )
+    for kernel, weights in (
+        (xnor_affine, wt),
+        (xnor_affine_vectors, vector_blocks(wt)),
+    ):
+        fma = np.empty(dots.shape, np.float32)
+        kernel(bits, weights, n_bits, *far_apart, fma, 0, len(dots), 0, m)
+        assert (fma != ref.astype(np.float32)).any()
 
 
 def test_thresholds_exactly_on_zero_fire():

@@ -10,7 +10,10 @@ range of rows and output columns, GIL released (the caller splits the work).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from sksign.kernels import (
     popcount64,
@@ -62,13 +65,47 @@ def _csa8(s1, s2, s4, d0, d1, d2, d3, d4, d5, d6, d7):
     return s1, s2, s4, c8
 
 
+@intrinsic
+def _fma32(typingctx, x, y, z):
+    """``x * y + z`` of three float32, rounded once (``llvm.fma.f32``: one
+    ``vfmadd`` where the CPU has FMA, vectorised in loops)."""
+    if not all(t == types.float32 for t in (x, y, z)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        f32 = ir.FloatType()
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32"
+        )
+        return builder.call(fma, args)
+
+    return types.float32(x, y, z), codegen
+
+
+def _affine_value(dot, a, b):
+    """``dot * a + b`` as the sign layer computes it (see the overload)."""
+    return dot * a + b
+
+
+@overload(_affine_value)
+def _affine_value_typed(dot, a, b):
+    """Float32 `a` and `b`: one float32 fused multiply-add (the float64 map's
+    value where :func:`~sksign.kernels.fma_exact` holds); otherwise as
+    numba promotes ``dot * a + b`` (float64 for float scales, no fused
+    multiply-add; int64 for integer ones)."""
+    if a == types.float32 and b == types.float32:
+        return lambda dot, a, b: _fma32(np.float32(dot), a, b)
+    return lambda dot, a, b: dot * a + b
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _affine_store(acc, n_bits, a, b, o, n):
-    """``o[c] = (n_bits - 2 acc[c]) * a[c] + b[c]`` for ``c < n``."""
+    """``o[c] = (n_bits - 2 acc[c]) * a[c] + b[c]`` for ``c < n``, by
+    :func:`_affine_value` (float32 scales: fused multiply-adds)."""
     if n_bits < 2**31:
         # the dot product fits in int32, which converts to float in vectors
         for c in range(n):
-            o[c] = np.int32(n_bits - 2 * np.int64(acc[c])) * a[c] + b[c]
+            o[c] = _affine_value(np.int32(n_bits - 2 * np.int64(acc[c])), a[c], b[c])
     else:  # pragma: no cover - over 2**31 input bits
         for c in range(n):
             o[c] = (n_bits - 2 * np.int64(acc[c])) * a[c] + b[c]
@@ -270,6 +307,10 @@ def xnor_affine(xw, wt, n_bits, alpha, beta, out, r0, r1, c0, c1):
         Input bits per row (the padding is zero in both).
     alpha, beta : ndarray of shape (n_out,)
         Per-output scale and shift (binary weight scale, BatchNorm, bias).
+        Float64: the outputs are ``float64(dot) * alpha + beta`` rounded to
+        `out`'s type. Float32: ``fma(dot, alpha, beta)`` in float32, the
+        same floats where :func:`~sksign.kernels.fma_exact` holds (the
+        caller checks, as ``xnor_dense`` does).
     out : ndarray of shape (n_rows, n_out)
         Receives the outputs (float) or, with ``alpha = 1, beta = 0`` and an
         integer `out`, the exact dot products.

@@ -1,7 +1,7 @@
 """``xnor_dense``: binary weights on bits (XNOR-popcount), ``alpha * dot + beta``.
 
 The outputs are numpy's ``float32(dot * float64(alpha) + float64(beta))``.
-The register-block kernel computes them by float32 fused multiply-adds where
+Both sign x sign kernels compute them by float32 fused multiply-adds where
 that gives the same floats for every dot (:func:`~sksign.kernels.fma_exact`,
 checked once here); a layer whose scales fail the check passes them as
 float64, which keeps the float64 map.
