@@ -180,20 +180,22 @@ def _clustered(rng, n, n_words, centres, flip):
     return centres[which] ^ noise, which
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("n_words", [PRUNE_WORDS + 1, 2 * PRUNE_WORDS, 64, 70])
 @pytest.mark.parametrize("k", [1, 5, LIST_LANES + 3])
-def test_register_blocks_that_stop_early_keep_the_reference_lists(n_words, k):
-    """Check the search where most register blocks stop early and the
-    queries are grouped (clustered codes: a query's k-th is far below the
-    other clusters' counts), ties and duplicates included: the reference
-    lists, in the caller's query order."""
+def test_searches_that_stop_codes_early_keep_the_reference_lists(kernel, n_words, k):
+    """Check the searches where most codes stop before their last word (the
+    register blocks every PRUNE_WORDS words, with the queries grouped; the
+    nibble kernel after each 31-word chunk) on clustered codes, where a
+    query's k-th is far below the other clusters' counts, ties and
+    duplicates included: the reference lists, in the caller's query order."""
     rng = np.random.default_rng(n_words + k)
     centres = _words(rng, 6, n_words)
     Q, _ = _clustered(rng, 3 * QUERY_BLOCK + 5, n_words, centres, 0.05)
     T, _ = _clustered(rng, 403, n_words, centres, 0.05)
     T[::11] = T[7]  # ties
     T[100] = Q[-1]  # a distance of zero for the last query
-    d, i = _search(knn_counts_vectors, Q, T, k)
+    d, i = _search(kernel, Q, T, k)
     expected_d, expected_i = _reference(Q, T, k)
     np.testing.assert_array_equal(d, expected_d)
     np.testing.assert_array_equal(i, expected_i)
