@@ -2,7 +2,7 @@
 
 The popcount kernels (:mod:`sksign.kernels._popcount`; on AVX2 the nibble
 kernels of :mod:`sksign.kernels._nibbles`, on AVX-512 VPOPCNTDQ the register
-blocks of :mod:`sksign.kernels._vector_counts`: see :func:`hamming_kernels`)
+blocks of :mod:`sksign.kernels._vector_search`: see :func:`hamming_kernels`)
 are serial and release the GIL; the functions here split their work over a
 few threads and merge the parts so that results never depend on the number of
 threads or on the kernel.
@@ -27,11 +27,8 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._vector_counts import (
-    knn_counts_vectors,
-    pairwise_counts_vectors,
-    vector_kernels,
-)
+from sksign.kernels._vector_counts import vector_kernels
+from sksign.kernels._vector_search import knn_counts_vectors, pairwise_counts_vectors
 
 __all__ = [
     "effective_n_threads",
@@ -75,7 +72,7 @@ def effective_n_threads(n_jobs):
 def hamming_kernels():
     """``(name, knn, pairwise)``: the search and distance kernels for this CPU.
 
-    The register blocks of :mod:`sksign.kernels._vector_counts` where it has
+    The register blocks of :mod:`sksign.kernels._vector_search` where it has
     AVX-512 VPOPCNTDQ, the nibble kernels of :mod:`sksign.kernels._nibbles`
     on AVX2, else the generic kernels (LLVM's ``ctpop``). All give the same
     counts and the same neighbours.

@@ -38,16 +38,15 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._vector_counts import (
+from sksign.kernels._vector_counts import PRUNE_WORDS, vector_kernels
+from sksign.kernels._vector_search import (
     CODE_TILE_BYTES,
     GROUP_PIVOTS,
-    PRUNE_WORDS,
     QUERY_BLOCK,
     SPAN_BLOCKS,
     _grouped_queries,
     knn_counts_vectors,
     pairwise_counts_vectors,
-    vector_kernels,
 )
 
 #: The nibble kernels compile wherever the CPU has AVX2 (they are chosen only

@@ -51,7 +51,7 @@ from sksign.deploy._kernels._xnor import xnor_affine, xnor_affine_vectors, xnor_
 from sksign.kernels import popcount_instructions
 from sksign.kernels._nibbles import nibble_kernels
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._vector_counts import knn_counts_vectors, pairwise_counts_vectors
+from sksign.kernels._vector_search import knn_counts_vectors, pairwise_counts_vectors
 from sksign.kernels._words import hamming_kernels
 
 u64, i64, f32, i32 = (types.Array(t, d, "C") for t, d in (
