@@ -13,9 +13,11 @@ busy as the search runs on (two cores may not give twice one core's rate).
 Every time is the best of ``--repeat`` runs, or of up to 20 for a call under
 20 ms (about 0.2 s of timed runs), ours and faiss's alike.
 
-The register-block search (AVX-512 VPOPCNTDQ) stops a block of codes once none
-can enter a k-list, after grouping near queries, so the rate counts the
-comparisons of a full search and can pass the peak on clustered codes.
+The search stops comparing codes that can no longer enter a k-list: the
+register-block search (AVX-512 VPOPCNTDQ) a block of codes, after grouping
+near queries, and the AVX2 nibble search a code after a chunk of 31 words.
+The rate counts the comparisons of a full search, so it can pass the peak on
+clustered codes.
 ``--codes uniform`` times uniform random codes instead, where every k-th
 count is close to all the others and nothing is skipped: the search's worst
 case.
