@@ -53,9 +53,14 @@ from sksign.kernels import popcount64
 __all__ = ["sum_conv", "sum_conv_step", "table_sums"]
 
 
-#: Bytes of table slices a pass over the rows of a block reads (they stay in
-#: L1 while every row of the block reads them).
-TABLE_PASS_BYTES = 32768
+#: Bytes of table slices a pass over the rows of a block reads. They stay in
+#: L2 while every row of the block reads them; fewer passes load and store
+#: the block's sums fewer times. 32 KB (L1) made the byte tables of 16
+#: outputs (16 KB a term) two terms a pass: at 256 KB the step ResNet-18 of
+#: width 16 took 37-38.5 against 40-41.8 ms at batch 64 (AMD EPYC Zen 4,
+#: one thread; 40-41 against 45-47 ms with the AVX2 paths), and 1 MB was no
+#: faster.
+TABLE_PASS_BYTES = 2**18
 
 
 def table_sums():
@@ -93,7 +98,7 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
     A row whose patch lies inside the maps reads its words in place; the
     words of the others are gathered first (a padded tap as zero words: its
     groups select their zero rows, which add nothing). Then, per pass over
-    a run of terms (tap and group) whose table slices stay in L1,
+    a run of terms (tap and group) whose table slices stay in L2,
     :func:`~sksign.deploy._kernels._vectors.table_sums_block` adds the rows
     :func:`rows_at_once` at a time with their sums in registers
     (vectors of `lanes` floats where they divide a row; `n_vec` vectors of
