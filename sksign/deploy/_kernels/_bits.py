@@ -273,7 +273,10 @@ def step_interval(threshold, bound):
     return low, high
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+# inlined: called once per output row, where a call (its arrays passed as
+# structs, their reference counts taken and dropped) took 0.6-1.0 of 3.0-3.3 ms
+# in a 16-channel step conv of 65,536 rows (step ResNet-18, batch 64)
+@njit(cache=True, nogil=True, fastmath=False, inline="always")
 def certain_step_bits(z, zi, threshold, low, high, out, i, doubt):
     """Row `i` of `out`: the bits ``z.flat[zi + o] > threshold[o]``, and in
     `doubt` (one word per word of `out`) the outputs whose ``z`` lies in

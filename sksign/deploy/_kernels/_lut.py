@@ -398,7 +398,8 @@ def lut_inputs(xw, n_in, idx, x32, t0, t1):
     pair_bits(xw, n_in, x32, r0, rows)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+# inlined: called per output in doubt, in the loops over rows
+@njit(cache=True, nogil=True, fastmath=False, inline="always")
 def fine_sum(x32, i, fine, o):
     """``sum(fine[o, u])`` over the 1 units u of row `i` of paired bits (an
     integer sum: any order, so it vectorises)."""
