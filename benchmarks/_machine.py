@@ -4,6 +4,7 @@ its popcount rate, measured in the same run as the kernels they rate."""
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import ctypes
 import platform
 import threading
 import time
@@ -170,13 +171,53 @@ def handoff_seconds(calls=400, task_seconds=2e-4):
     return times[2] - times[1] / 2
 
 
+#: ``mallopt`` parameters of glibc (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+#: Blocks up to this size come from the heap: the largest mmap threshold
+#: glibc takes on 64-bit systems.
+MMAP_THRESHOLD = 32 * 2**20
+#: Free memory at the top of the heap kept for the next allocations.
+TRIM_THRESHOLD = 2**30
+
+
+def steady_allocator():
+    """Fix glibc's malloc thresholds for the rest of the process; whether it could.
+
+    glibc maps each block above its mmap threshold afresh (and faults its
+    pages in at every call) and raises that threshold as large blocks are
+    freed, so a model's time depended on what had run before it in the same
+    process: torch's step ResNet-18 at batch 64 took 85-88 ms in a fresh
+    process and 62-64 ms after one other benchmark had run (AMD EPYC, one
+    thread). With blocks up to :data:`MMAP_THRESHOLD` from the heap and its
+    top kept, every call of either side runs as a warm one. Not glibc (no
+    ``mallopt``): nothing is changed and False is returned.
+    """
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
+
+
 def print_machine(threads=(1, 2)):
-    """Print the CPU, its vector features and the measured popcount peak per
-    thread with each number of `threads` busy; return those peaks (bit
-    comparisons per second and thread), by number of threads."""
+    """Fix the allocator (:func:`steady_allocator`), then print the CPU, its
+    vector features and the measured popcount peak per thread with each
+    number of `threads` busy; return those peaks (bit comparisons per second
+    and thread), by number of threads."""
     model, flags = cpu_features()
+    steady = steady_allocator()
     peaks = {n: popcount_peak(threads=n) for n in threads}
     print(f"# {model}; {', '.join(flags)} ({instruction_set(flags)})")
+    if steady:
+        print(
+            f"# malloc (glibc): blocks up to {MMAP_THRESHOLD >> 20} MiB from the "
+            f"heap, {TRIM_THRESHOLD >> 20} MiB kept at its top (steady_allocator)"
+        )
+    else:
+        print("# malloc: not glibc, left as it is")
     print(f"# popcount kernels compiled for: {popcount_instructions()}")
     rates = ", ".join(
         f"{peak / 1e9:.0f} G bit-ops/s per thread on {n} thread{'s' * (n > 1)}"

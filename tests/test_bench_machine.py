@@ -3,10 +3,12 @@
 # Authors: The sksign developers
 # SPDX-License-Identifier: BSD-3-Clause
 
+import ctypes
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -71,3 +73,42 @@ def test_handoff_is_measured_on_this_machine():
     seconds = _machine.handoff_seconds(calls=20)
     assert np.isfinite(seconds)
     assert -1e-3 < seconds < 0.1
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _mapped_bytes():
+    """Bytes glibc holds in blocks mapped on their own (``mallinfo2().hblkhd``)."""
+    try:
+        mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("needs glibc 2.33 or later (mallinfo2)")
+    mallinfo2.restype = _MallInfo2
+    return mallinfo2().hblkhd
+
+
+def test_steady_allocator_takes_large_blocks_from_the_heap():
+    """Check that after steady_allocator a block of 8 MiB (a batch's maps)
+    is not mapped on its own, as glibc's default 128 KiB threshold maps it."""
+    before = _mapped_bytes()
+    if not _machine.steady_allocator():
+        pytest.skip("not glibc")
+    block = np.ones(8 * 2**20, np.uint8)
+    assert _mapped_bytes() - before < block.nbytes
+    assert _machine.steady_allocator()  # again: the same settings, accepted
