@@ -14,6 +14,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sksign._threads import run_in_threads
 from sksign.deploy import PackedNet, load, pack, packed_summary, save
 from sksign.deploy._maps import fire_maps, gate_pixels, pack_pixels
 from sksign.estimators import HTAFNetClassifier
@@ -228,6 +229,34 @@ def test_batch_of_one_and_chunks_give_the_same_predictions(nets, name, monkeypat
     monkeypatch.setattr("sksign.deploy._runtime.PARALLEL_MIN_WORK", 0)
     two = packed.set_params(n_jobs=2).decision_function(X)
     np.testing.assert_allclose(two, full, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 6])
+def test_chunks_run_side_by_side_with_the_outputs_of_one_thread(
+    nets, n_threads, monkeypatch
+):
+    """Check a batch of several chunks runs them side by side, each on its
+    share of the threads, the chunks set by the batch alone: the outputs on
+    any number of threads are those of one thread, bit for bit."""
+    from sksign.deploy import _runtime
+
+    net, X = nets["add_if"]
+    packed = pack(net).net_
+    monkeypatch.setattr(_runtime, "MAP_CHUNK", 4)
+    X = X[:10]
+    one = packed.forward(X, 1)
+    calls = []
+
+    def spy(func, tasks, n):
+        tasks = list(tasks)
+        calls.append(([len(t[0]) for t in tasks], [t[1] for t in tasks], n))
+        return run_in_threads(func, tasks, n)
+
+    monkeypatch.setattr(_runtime, "run_in_threads", spy)
+    np.testing.assert_array_equal(packed.forward(X, n_threads), one)
+    # 10 samples in 3 chunks; at most 3 at once, the threads shared out
+    together = min(n_threads, 3)
+    assert calls == [([3, 3, 4], [max(1, n_threads // together)] * 3, together)]
 
 
 @pytest.mark.parametrize("name", sorted(NETS))
