@@ -53,14 +53,21 @@ from sksign.kernels import popcount64
 __all__ = ["sum_conv", "sum_conv_step", "table_sums"]
 
 
-#: Bytes of table slices a pass over the rows of a block reads. They stay in
-#: L2 while every row of the block reads them; fewer passes load and store
-#: the block's sums fewer times. 32 KB (L1) made the byte tables of 16
-#: outputs (16 KB a term) two terms a pass: at 256 KB the step ResNet-18 of
-#: width 16 took 37-38.5 against 40-41.8 ms at batch 64 (AMD EPYC Zen 4,
-#: one thread; 40-41 against 45-47 ms with the AVX2 paths), and 1 MB was no
-#: faster.
-TABLE_PASS_BYTES = 2**18
+#: Bytes of table slices a pass over the rows of a block reads, unless that
+#: is fewer than :data:`TABLE_PASS_MIN_TERMS` terms. Slices that stay in L1
+#: (or nearly: 48 KB on an Intel Xeon with AVX-512) serve the rows' look-ups
+#: faster than L2: the nibble tables of 32 to 128 outputs (2-8 KB a term) at
+#: 64 KB a pass against 256 KB, whole nets at batch 32, one thread, three
+#: alternating rounds in separate processes: WRN-10-2 20.7-22.6 against
+#: 22.7-23.4 ms, step ResNet-18 16.9-17.9 against 18.3-19.4 (2-core Intel
+#: Xeon, AVX-512; no change with the AVX2 paths forced).
+TABLE_PASS_BYTES = 2**16
+#: Fewest terms a pass takes: each pass loads and stores the block's sums.
+#: 32 KB passes made the byte tables of 16 outputs (16 KB a term) two terms
+#: a pass; 16 terms (256 KB) took the step ResNet-18 of width 16 from
+#: 40-41.8 to 37-38.5 ms at batch 64 (AMD EPYC Zen 4, one thread; 45-47 to
+#: 40-41 ms with the AVX2 paths), and 1 MB was no faster.
+TABLE_PASS_MIN_TERMS = 16
 
 
 def table_sums():
@@ -98,7 +105,8 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
     A row whose patch lies inside the maps reads its words in place; the
     words of the others are gathered first (a padded tap as zero words: its
     groups select their zero rows, which add nothing). Then, per pass over
-    a run of terms (tap and group) whose table slices stay in L2,
+    a run of terms (tap and group) whose table slices stay in cache
+    (:data:`TABLE_PASS_BYTES`, :data:`TABLE_PASS_MIN_TERMS`),
     :func:`~sksign.deploy._kernels._vectors.table_sums_block` adds the rows
     :func:`rows_at_once` at a time with their sums in registers
     (vectors of `lanes` floats where they divide a row; `n_vec` vectors of
@@ -136,7 +144,7 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
                 for j in range(wpp):
                     patch[at + j] = x[o + j] if o >= 0 else np.uint64(0)
                 at += wpp
-    per_pass = max(1, TABLE_PASS_BYTES // (4 * n_vals * width))
+    per_pass = max(TABLE_PASS_MIN_TERMS, TABLE_PASS_BYTES // (4 * n_vals * width))
     group = rows_at_once(n_vec, lanes)
     n_terms = terms.shape[0]
     for t0 in range(0, n_terms, per_pass):
