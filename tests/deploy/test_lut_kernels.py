@@ -158,6 +158,29 @@ def test_step_by_lut_is_the_step_of_the_exact_sum(rows, n_threads, n_out):
         np.testing.assert_array_equal(by_lut, _words(exact.astype(np.uint8)))
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_step_by_lut_reads_no_buffer_it_has_not_written(n_threads, monkeypatch):
+    """Check the look-up path's bits with every buffer it takes (pairs, nibble
+    indices, sums) handed out full of garbage: a last tile of 2 rows in 64,
+    and outputs split over threads for a single tile."""
+
+    def garbage(shape, dtype):
+        out = np.empty(shape, dtype)
+        out.view(np.uint8)[...] = 0xA5
+        return out
+
+    monkeypatch.setattr("sksign.deploy._ops._common.empty", garbage)
+    rng = np.random.default_rng(7)
+    n_in, n_out = 300, 400
+    wt = (rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32)
+    thr = (rng.standard_normal(n_out) * 0.3).astype(np.float32)
+    for rows in (66, 40):
+        bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
+        got = step_rows(wt, quantise(wt), thr, _words(bits), n_in, n_out, n_threads)
+        exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+        np.testing.assert_array_equal(got, _words(exact.astype(np.uint8)))
+
+
 def test_steps_within_the_first_bound_are_decided_by_the_residuals():
     """Check outputs whose 14-bit sums leave them in doubt come out right.
 

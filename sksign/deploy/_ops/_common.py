@@ -383,7 +383,10 @@ def lut_tile_buffers(lut, x, width):
     (:func:`~sksign.deploy._kernels._lut.step_by_lut`)."""
     tiles = -(-x.shape[0] // LUT_ROWS)
     idx = empty((tiles * LUT_BLOCKS, 64 * x.shape[1]), np.uint32)
-    x32 = zeros((tiles * LUT_ROWS, -(-width // 2)), np.int32)
+    # every row read is written first (the pairs of a row fill it whole, and
+    # no kernel reads the rows past `x` in the last tile): zeroing it took
+    # 3% of a WRN-10-2's forward
+    x32 = empty((tiles * LUT_ROWS, -(-width // 2)), np.int32)
     sums = empty((tiles * LUT_ROWS, lut.tables[0].shape[0]), np.int32)
     return tiles, idx, x32, sums
 
