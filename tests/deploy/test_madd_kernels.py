@@ -92,6 +92,34 @@ def test_step_rows_gives_the_same_bits_by_pairs_or_blas(rows, n_threads, monkeyp
     np.testing.assert_array_equal(by_pairs, _words(exact.astype(np.uint8)))
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_step_rows_by_pairs_reads_no_buffer_it_has_not_written(n_threads, monkeypatch):
+    """Check the ``vpmaddwd`` path's bits with its buffers (pairs, sums)
+    handed out full of garbage, on dense rows whose last tile is cut short
+    (the map convolutions: ``test_sum_conv_step_is_the_exact_step``)."""
+    from sksign.deploy._kernels._madd import BLOCK_ROWS
+
+    def garbage(shape, dtype):
+        out = np.empty(shape, dtype)
+        out.view(np.uint8)[...] = 0xA5
+        return out
+
+    monkeypatch.setattr(_common, "empty", garbage)
+    rng = np.random.default_rng(3)
+    n_in, n_out = 300, 100
+    wt = (rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32)
+    thr = (rng.standard_normal(n_out) * 0.3).astype(np.float32)
+    steps = quantise(wt)
+    if steps[4] is None:
+        pytest.skip("no vpmaddwd pairs on this CPU")
+    rows = 2 * BLOCK_ROWS + 3
+    bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
+    xw = _words(bits)
+    got = step_rows(wt, (*steps[:5], None), thr, xw, n_in, n_out, n_threads)
+    exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+    np.testing.assert_array_equal(got, _words(exact.astype(np.uint8)))
+
+
 def test_no_pairs_without_avx2_or_past_the_int32_range(monkeypatch):
     """Check quantise lays out no pairs where they cannot run or be exact."""
     wt = np.ones((3, 2), np.float32)

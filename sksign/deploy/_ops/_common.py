@@ -14,7 +14,7 @@ from itertools import pairwise
 import numpy as np
 
 from sksign._threads import run_in_threads
-from sksign.deploy._buffers import empty, zeros
+from sksign.deploy._buffers import empty
 from sksign.deploy._format import schema_error
 from sksign.deploy._kernels import (
     FLOAT_LANES,
@@ -431,7 +431,10 @@ def step_by_pairs(args, w_rows, out, n_threads, kernel=None):
     pairs = args[-3]
     rows, n_in = out.shape[0], w_rows.shape[1]
     tiles = -(-rows // BLOCK_ROWS)
-    x32 = zeros((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
+    # the kernels write every row of the input whole (patch_pairs, pair_bits);
+    # the last tile's rows past it are summed, never read: zeroed alone
+    x32 = empty((tiles * BLOCK_ROWS, -(-n_in // 2)), np.int32)
+    x32[rows:] = 0
     n_blocks = len(pairs) // max(x32.shape[1], 1)
     sums = empty((len(x32), n_blocks * pairs.shape[1]), np.int32)
     args = (*args, w_rows, x32, sums, out)
