@@ -37,3 +37,17 @@ def predict_without_torch(tmp_path):
         return result.stdout.split()
 
     return predict
+
+
+@pytest.fixture
+def garbage_buffers(monkeypatch):
+    """The ops' pooled arrays (``sksign.deploy._ops._common.empty``) handed
+    out full of garbage (every byte 0xA5): a kernel that reads an entry it has
+    not written gives wrong bits."""
+
+    def garbage(shape, dtype):
+        out = np.empty(shape, dtype)
+        out.view(np.uint8)[...] = 0xA5
+        return out
+
+    monkeypatch.setattr("sksign.deploy._ops._common.empty", garbage)

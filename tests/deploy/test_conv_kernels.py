@@ -113,7 +113,7 @@ def test_sum_conv_equals_a_float64_product(n, c, size, oc, k, s, p, tables, bits
 @pytest.mark.parametrize(("tables", "bits"), [(True, 4), (True, 8), (False, 4)])
 @pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
 def test_sum_conv_step_is_the_exact_step(
-    n, c, size, oc, k, s, p, tables, bits, monkeypatch
+    n, c, size, oc, k, s, p, tables, bits, garbage_buffers
 ):
     """Check ``1[sum of active w >= threshold]``, ties included, bit for bit.
 
@@ -123,13 +123,6 @@ def test_sum_conv_step_is_the_exact_step(
     look-ups of the patches take their buffers full of garbage: they read
     none they have not written.
     """
-
-    def garbage(shape, dtype):
-        out = np.empty(shape, dtype)
-        out.view(np.uint8)[...] = 0xA5
-        return out
-
-    monkeypatch.setattr("sksign.deploy._ops._common.empty", garbage)
     rng = np.random.default_rng(c * 7 + oc)
     on, words = _maps(rng, n, c, size)
     wt = (rng.integers(-16, 17, (k * k * c, oc)) / 8).astype(np.float32)

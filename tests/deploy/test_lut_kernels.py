@@ -159,17 +159,10 @@ def test_step_by_lut_is_the_step_of_the_exact_sum(rows, n_threads, n_out):
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_step_by_lut_reads_no_buffer_it_has_not_written(n_threads, monkeypatch):
+def test_step_by_lut_reads_no_buffer_it_has_not_written(n_threads, garbage_buffers):
     """Check the look-up path's bits with every buffer it takes (pairs, nibble
     indices, sums) handed out full of garbage: a last tile of 2 rows in 64,
     and outputs split over threads for a single tile."""
-
-    def garbage(shape, dtype):
-        out = np.empty(shape, dtype)
-        out.view(np.uint8)[...] = 0xA5
-        return out
-
-    monkeypatch.setattr("sksign.deploy._ops._common.empty", garbage)
     rng = np.random.default_rng(7)
     n_in, n_out = 300, 400
     wt = (rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32)

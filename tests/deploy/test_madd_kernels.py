@@ -93,18 +93,14 @@ def test_step_rows_gives_the_same_bits_by_pairs_or_blas(rows, n_threads, monkeyp
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_step_rows_by_pairs_reads_no_buffer_it_has_not_written(n_threads, monkeypatch):
+def test_step_rows_by_pairs_reads_no_buffer_it_has_not_written(
+    n_threads, garbage_buffers
+):
     """Check the ``vpmaddwd`` path's bits with its buffers (pairs, sums)
     handed out full of garbage, on dense rows whose last tile is cut short
     (the map convolutions: ``test_sum_conv_step_is_the_exact_step``)."""
     from sksign.deploy._kernels._madd import BLOCK_ROWS
 
-    def garbage(shape, dtype):
-        out = np.empty(shape, dtype)
-        out.view(np.uint8)[...] = 0xA5
-        return out
-
-    monkeypatch.setattr(_common, "empty", garbage)
     rng = np.random.default_rng(3)
     n_in, n_out = 300, 100
     wt = (rng.standard_normal((n_in, n_out)) * 0.05).astype(np.float32)
