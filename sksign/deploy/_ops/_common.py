@@ -520,7 +520,7 @@ class SumConv:
             return out
 
         self.weights = ctx.derive("padded", layer, "weight_t", pad)
-        nibbles = k * k * 16 * words_per_pixel(c) * 16 * width * 4
+        nibbles = self.nibble_bytes(c, k, oc)
         self.tables = {}
         for bits, size, most in (
             (4, nibbles, LUT_MAX_BYTES),
@@ -533,6 +533,14 @@ class SumConv:
                     "weight_t",
                     lambda wt, bits=bits: nibble_tables(wt, c, k, width, bits),
                 )
+
+    @staticmethod
+    def nibble_bytes(channels, kernel, oc):
+        """Bytes of the nibble tables of a `kernel` x `kernel` convolution of
+        `channels` to `oc` channels."""
+        return (
+            kernel * kernel * 16 * words_per_pixel(channels) * 16 * padded_width(oc) * 4
+        )
 
     def sparse(self, maps):
         """Whether the bit maps `maps` (a call's input words) are sparse enough
