@@ -175,7 +175,13 @@ def test_patch_pairs_are_the_patches(n, c, size, oc, k, s, p):
     np.testing.assert_array_equal(x32, pairs[:, 0::2] | (pairs[:, 1::2] << 16))
 
 
-@pytest.mark.parametrize(("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES)
+#: Taps of one and of several whole words (their words copied as words).
+WORD_TAPS = [(2, 128, 4, 8, 3, 1, 1), (1, 192, 3, 8, 3, 2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "size", "oc", "k", "s", "p"), GEOMETRIES + WORD_TAPS
+)
 def test_patch_words_are_the_packed_patches(n, c, size, oc, k, s, p):
     """Check the patches as rows of words against im2col packed by
     :func:`~sksign.kernels.pack_bits` (channels in whole bytes only), every

@@ -427,19 +427,36 @@ def patch_words(x, g, channels, pw, r0, r1):
     convolution as a row of words in the unit layout, units in the order of
     the weight rows, ``(ky, kx, c)``; padded taps and units past the patch
     are 0. Channels in whole bytes (``channels % 8 == 0``), so a tap's
-    bytes are its pixel's first ``channels / 8`` bytes, copied."""
-    k, n_bytes = g[3], channels // 8
-    xb, pb = x.view(np.uint8), pw.view(np.uint8)
+    bytes are its pixel's first ``channels / 8`` bytes, copied (whole words
+    where the channels fill them).
+
+    Flat indices in loops: slices of the rows (a view per tap, each counted
+    in and out) took 4-6 times as long (Intel Xeon: 32 samples of 8 x 8
+    maps of 128 channels, 0.48 against 0.09 ms)."""
+    k, n_bytes, n_words = g[3], channels // 8, pw.shape[1]
+    whole = n_bytes % 8 == 0  # each tap's bytes are whole words
+    per_tap = n_bytes // 8 if whole else n_bytes
+    xb, pf = x.view(np.uint8), pw.reshape(-1)
+    pb = pf.view(np.uint8)
     org = np.empty((PATCH_BLOCK, 3), np.int64)
     for b0 in range(r0, r1, PATCH_BLOCK):
         origins(b0, min(PATCH_BLOCK, r1 - b0), g, org)
         for row in range(b0, min(b0 + PATCH_BLOCK, r1)):
-            pb[row, :] = 0
+            base = row * n_words
+            for j in range(n_words):
+                pf[base + j] = 0
             for tap in range(k * k):
                 o = tap_offset(org, row - b0, tap // k, tap % k, g)
-                if o >= 0:
-                    at = tap * n_bytes
-                    pb[row, at : at + n_bytes] = xb[8 * o : 8 * o + n_bytes]
+                if o < 0:
+                    continue
+                if whole:
+                    at = base + tap * per_tap
+                    for j in range(per_tap):
+                        pf[at + j] = x[o + j]
+                else:
+                    at = 8 * base + tap * per_tap
+                    for j in range(per_tap):
+                        pb[at + j] = xb[8 * o + j]
 
 
 @njit(cache=True, nogil=True, fastmath=False)
