@@ -188,7 +188,8 @@ def packed_summary(packed, X=None, *, reference=None, n_repeats=5):
         ``"float32 BLAS of the unpacked bits"``), ``block_sums`` (how a residual
         block's float sum that goes to a BatchNorm and step alone runs: from
         look-up sums to the step's bits where the CPU has those look-ups,
-        else layer by layer), ``seconds_packed`` and, with a
+        else float32 table sums with the add, affine map and step in one
+        pass), ``seconds_packed`` and, with a
         `reference`, ``reference`` (what was timed, for instance ``"the torch
         module's forward (float32, 1 thread)"``), ``seconds_reference`` and
         ``speedup`` (``seconds_reference / seconds_packed``: below 1 when the

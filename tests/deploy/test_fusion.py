@@ -19,6 +19,7 @@ from sksign.deploy._kernels import (
     pack_ge,
     padded_width,
     sum_conv,
+    sum_conv_to_step,
 )
 from sksign.deploy._maps import map_geometry, nibble_tables, pack_pixels
 from sksign.deploy._ops._common import MAP_CONV_EPILOGUES
@@ -213,6 +214,49 @@ def test_conv_epilogues_equal_the_ops_they_take_over(affine, add, float_maps):
         out=got,
     )
     ref = _separately(plain, scale, shift, residual, affine, add)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("oc", [13, 64, 70])
+@pytest.mark.parametrize("by", ["nibbles", "bytes", "weight rows"])
+def test_sum_conv_to_step_rounds_as_the_layers_one_by_one(oc, by):
+    """Check the chain's bits against sum_conv with its add, then
+    pack_affine_ge, bit for bit, where the order of the roundings decides:
+    a bias of 2**20 that the residual takes back, and per output a row whose
+    affine map lands on 0 exactly (a tie that fires)."""
+    rng = np.random.default_rng(oc)
+    n, c, size, k = 3, 24, 7, 3
+    attrs = {"shape": [c, size, size], "kernel": k, "stride": 1, "padding": 1}
+    g = map_geometry(attrs)
+    rows = n * int(g[6] * g[7])
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    weights = np.zeros((len(wt), padded_width(oc)), np.float32)
+    weights[:, :oc] = wt
+    bits = (rng.random((n, size * size * c)) < 0.5).astype(np.float32)
+    words = pack_pixels(bits - 0.5, c, lambda kern, r, *a: kern(*a, 0, r)).reshape(-1)
+    if by == "weight rows":
+        tables = (np.zeros((0, 0, 16, weights.shape[1]), np.float32),)
+        tables += (np.zeros(0, np.int64), np.zeros(0, np.uint64))
+    else:
+        bits_a_group = 4 if by == "nibbles" else 8
+        tables = nibble_tables(wt, c, k, padded_width(oc), bits=bits_a_group)
+    args = (words, *tables, weights, by != "weight rows", g)
+    bias = np.full(oc, 2.0**20, np.float32)
+    residual = (rng.random((rows, oc)) - 2.0**20).astype(np.float32)
+    scale = np.ones(oc, np.float32)
+    scale[::3] = -1.5
+    none = np.zeros(0, np.float32)
+    summed = np.empty((rows, oc), np.float32)  # the conv with its add
+    sum_conv(*args, bias, none, none, residual, summed, 0, rows)
+    tie = rng.integers(0, rows, oc)
+    shift = -(summed[tie, np.arange(oc)] * scale)  # exact: scale is 1 or -1.5
+    ref = np.empty((rows, -(-oc // 64)), np.uint64)
+    pack_affine_ge(summed, scale, shift, ref, 0, rows)
+    got = np.full_like(ref, 7)
+    half = rows // 2  # two calls, as two threads take the rows
+    chain = (bias, residual, scale, shift)
+    sum_conv_to_step(words, args[1:-1], g, chain, got, 0, half)
+    sum_conv_to_step(words, args[1:-1], g, chain, got, half, rows)
     np.testing.assert_array_equal(got, ref)
 
 

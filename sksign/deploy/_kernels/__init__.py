@@ -28,6 +28,7 @@ from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import (
     sum_conv,
     sum_conv_step,
+    sum_conv_to_step,
     table_sums,
 )
 from sksign.deploy._kernels._vectors import FLOAT_LANES, LANES, padded_width
@@ -62,6 +63,7 @@ __all__ = [
     "step_products",
     "sum_conv",
     "sum_conv_step",
+    "sum_conv_to_step",
     "table_sums",
     "unit_of_bit",
     "unpack_words",

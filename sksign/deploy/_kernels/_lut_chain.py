@@ -58,9 +58,10 @@ def block_sums():
         return (
             f"to the step's bits by the 14-bit weight tables ({how}) "
             "from 128 channels and 32 rows, float32 table sums only for the "
-            "outputs in doubt; narrower, the layers one after the other"
+            "outputs in doubt; narrower, float32 table sums with the add, "
+            "affine map and step in the same pass"
         )
-    return "the layers one after the other (float32 sums, add, step)"
+    return "float32 table sums with the add, affine map and step in the same pass"
 
 
 @njit(cache=True, nogil=True, inline="always")

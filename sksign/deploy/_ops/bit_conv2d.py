@@ -13,7 +13,9 @@ as one chain to the step's bits: where the CPU has table look-ups
 whole bytes and the maps are summed by tables, from the look-up sums of
 the 14-bit weights (:mod:`sksign.deploy._kernels._lut_chain`: the float32
 sums only for the outputs near their step, so the bits are the layers' one
-after the other); elsewhere layer by layer.
+after the other); elsewhere by the float32 table sums, the add, affine
+map and step of each block of rows in one pass, without float maps
+(:func:`~sksign.deploy._kernels.sum_conv_to_step`).
 """
 
 # Authors: The sksign developers
@@ -26,7 +28,7 @@ import numpy as np
 from sksign._threads import run_in_threads
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import patch_words, sum_conv
+from sksign.deploy._kernels import patch_words, sum_conv, sum_conv_to_step
 from sksign.deploy._kernels._lut import lut_available
 from sksign.deploy._kernels._lut_chain import chain_by_lut
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
@@ -90,30 +92,23 @@ SPEC = OpSpec(
 def _to_step(layer, ctx, epilogue):
     """``run`` of the layer, its ``add``, a ``channel_affine`` and, if
     `epilogue` goes on to it, a ``pixel_step`` (see the module docstring)."""
-    conv_add = prepare(layer, ctx, epilogue[:1])
-    then = channel_affine.prepare(epilogue[1], ctx, tuple(epilogue[2:]))
+    if len(epilogue) < len(TO_STEP):
+        conv_add = prepare(layer, ctx, epilogue[:1])
+        then = channel_affine.prepare(epilogue[1], ctx, ())
 
-    def layer_by_layer(xs, n, n_threads):
-        return then([conv_add(xs, n, n_threads)], n, n_threads)
+        def layer_by_layer(xs, n, n_threads):
+            return then([conv_add(xs, n, n_threads)], n, n_threads)
 
+        return layer_by_layer
+    by_sums = _sums_to_step(layer, ctx, epilogue)
     attrs = layer["attrs"]
     channels, oc = attrs["shape"][0], attrs["channels"]
-    if (
-        len(epilogue) < len(TO_STEP)
-        or not lut_available()
-        or channels % 8
-        or oc < LUT_CHAIN_MIN_CHANNELS
-    ):
-        return layer_by_layer
+    if not lut_available() or channels % 8 or oc < LUT_CHAIN_MIN_CHANNELS:
+        return by_sums
     lut = ctx.derive("steps", layer, "weight_t", quantise)[5]
     if lut is None:  # tables too large
-        return layer_by_layer
-    sums = SumConv(layer, ctx)
-    bias = ctx.tensor(layer, "bias")
-    scale = ctx.tensor(epilogue[1], "scale")
-    shift = ctx.tensor(epilogue[1], "shift")
-    g = map_geometry(attrs)
-    pixels = int(g[6] * g[7])
+        return by_sums
+    sums, bias, scale, shift, g, pixels = _chain_parts(layer, ctx, epilogue)
     width = sums.wt.shape[0]
 
     def run(xs, n, n_threads):
@@ -121,7 +116,7 @@ def _to_step(layer, ctx, epilogue):
         sparse = sums.sparse(xs[0])
         table, nib_word, nib_shift, _, by_table = sums.args(rows, sparse)
         if rows < LUT_STEP_MIN_ROWS or not by_table:
-            return layer_by_layer(xs, n, n_threads)
+            return by_sums(xs, n, n_threads)
         maps = xs[0].reshape(-1)
         patches = empty((rows, -(-width // 64)), np.uint64)
         run_rows(patch_words, rows, n_threads, maps, g, channels, patches)
@@ -144,3 +139,38 @@ def _to_step(layer, ctx, epilogue):
         return out.reshape(xs[0].shape[0], -1)
 
     return run
+
+
+def _sums_to_step(layer, ctx, epilogue):
+    """``run`` of the whole chain to the step by the float32 sums of the
+    convolution, the add, affine map and step in the same pass
+    (:func:`~sksign.deploy._kernels.sum_conv_to_step`): the bits of the
+    layers one after the other, without their float maps."""
+    oc = layer["attrs"]["channels"]
+    sums, bias, scale, shift, g, pixels = _chain_parts(layer, ctx, epilogue)
+
+    def run(xs, n, n_threads):
+        rows = xs[0].shape[0] * pixels
+        out = empty((rows, -(-oc // 64)), np.uint64)
+        tables = sums.args(rows, sums.sparse(xs[0]))
+        chain = (bias, xs[1].reshape(rows, oc), scale, shift)
+        args = (xs[0].reshape(-1), tables, g, chain, out)
+        run_rows(sum_conv_to_step, rows, n_threads, *args)
+        return out.reshape(xs[0].shape[0], -1)
+
+    return run
+
+
+def _chain_parts(layer, ctx, epilogue):
+    """``(sums, bias, scale, shift, g, pixels)`` of the chain to a step: the
+    convolution's :class:`SumConv` and bias, the affine map, the geometry and
+    the output pixels of a sample."""
+    g = map_geometry(layer["attrs"])
+    return (
+        SumConv(layer, ctx),
+        ctx.tensor(layer, "bias"),
+        ctx.tensor(epilogue[1], "scale"),
+        ctx.tensor(epilogue[1], "shift"),
+        g,
+        int(g[6] * g[7]),
+    )
