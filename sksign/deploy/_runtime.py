@@ -18,7 +18,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from sksign._threads import run_in_threads
-from sksign.deploy._buffers import Buffers
+from sksign.deploy._buffers import Buffers, aligned
 from sksign.deploy._format import (
     FORMAT,
     VERSION,
@@ -145,7 +145,8 @@ class PackedNet:
 
     def __init__(self, graph, tensors):
         check_header(graph)
-        tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+        # C order, on cache lines (vector loads of weight rows, see ALIGN)
+        tensors = {k: aligned(v) for k, v in tensors.items()}
         for key, arr in tensors.items():
             if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                 raise schema_error(f"tensor {key!r} holds NaN or infinity.")

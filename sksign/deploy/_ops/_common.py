@@ -14,7 +14,7 @@ from itertools import pairwise
 import numpy as np
 
 from sksign._threads import run_in_threads
-from sksign.deploy._buffers import empty
+from sksign.deploy._buffers import aligned_arrays, empty
 from sksign.deploy._format import schema_error
 from sksign.deploy._kernels import (
     FLOAT_LANES,
@@ -176,11 +176,13 @@ class Context:
         return self.widths[layer["inputs"][0]]
 
     def derive(self, kind, layer, role, make):
-        """``make(array)`` of the tensor `role` of `layer`, made once per tensor."""
+        """``make(array)`` of the tensor `role` of `layer`, made once per tensor,
+        its arrays :func:`~sksign.deploy._buffers.aligned`."""
         key = (kind, layer["tensors"][role])
         got = self.derived.get(key)
         if got is None:
-            got = self.derived[key] = make(self.tensors[key[1]])
+            # vector loads of tables and weight rows never straddle two lines
+            got = self.derived[key] = aligned_arrays(make(self.tensors[key[1]]))
         return got
 
     def error(self, layer, message):
@@ -295,7 +297,7 @@ class LutSteps:
 
     @cached_property
     def tables(self):
-        return lut_weights(self.wt)
+        return aligned_arrays(lut_weights(self.wt))
 
     @cached_property
     def steps(self):
