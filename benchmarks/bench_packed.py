@@ -76,6 +76,7 @@ from _machine import print_machine
 from _timing import best_of
 
 from sksign.deploy import pack
+from sksign.deploy._buffers import aligned
 from sksign.deploy._kernels import (
     sign_products,
     xnor_affine,
@@ -411,7 +412,8 @@ def kernel(widths, batches, repeats):
         for batch in batches:
             x = rng.integers(0, 2**63, (batch, width // 64), dtype=np.uint64)
             out = np.empty((batch, width), np.float32)
-            args = (x, xnor_weights(words), width, alpha, beta, out)
+            # on cache lines, as a packed net's derived weights (deploy's ALIGN)
+            args = (x, aligned(xnor_weights(words)), width, alpha, beta, out)
             runs = [
                 partial(_run_rows_cols, chosen, batch, width, n, *args) for n in (1, 2)
             ]
