@@ -12,10 +12,9 @@ from sksign.deploy._ops import bit_dense
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
     Context,
-    SumConv,
     pack_rows,
-    sum_bound,
 )
+from sksign.deploy._ops._tables import SumConv, sum_bound
 
 
 def _layer(n_in, n_out, seed, float64=False):

@@ -31,8 +31,8 @@ from sksign.deploy._ops._common import (
     quantise,
     step_by_lut_tiles,
     step_by_pairs,
-    sum_bound,
 )
+from sksign.deploy._ops._tables import sum_bound
 from sksign.kernels import pack_bits, packed_to_words, target_has
 
 #: The epilogue arguments of sum_conv and float_conv that take over nothing.
@@ -317,8 +317,9 @@ def test_nibble_tables_sum_the_weights_of_each_nibble():
 
 def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
     """Check bytes serve many rows, nibbles fewer, weight rows very few or past caps."""
-    from sksign.deploy._ops import _common
-    from sksign.deploy._ops._common import Context, SumConv
+    from sksign.deploy._ops import _tables
+    from sksign.deploy._ops._common import Context
+    from sksign.deploy._ops._tables import SumConv
 
     rng = np.random.default_rng(3)
     c, oc, k = 16, 16, 3
@@ -328,14 +329,14 @@ def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
         "tensors": {"weight_t": "w"},
     }
     sums = SumConv(layer, Context({"w": wt}, {}))
-    by_bytes = -(-sums.tables[8][0].nbytes // _common.BYTE_TABLE_ROW_BYTES)
+    by_bytes = -(-sums.tables[8][0].nbytes // _tables.BYTE_TABLE_ROW_BYTES)
     assert sums.args(10**6)[0].shape[2] == 256  # bytes
     assert sums.args(by_bytes)[0].shape[2] == 256
     assert sums.args(by_bytes - 1)[0].shape[2] == 16  # nibbles
     assert sums.args(1)[0].shape[2] == 16
     # tables of more bytes a row than the limit: by weight rows
     nibbles = sums.tables[4][0].nbytes
-    monkeypatch.setattr(_common, "NIBBLE_TABLE_ROW_BYTES", nibbles // 2)
+    monkeypatch.setattr(_tables, "NIBBLE_TABLE_ROW_BYTES", nibbles // 2)
     assert sums.args(1)[-1] is False  # by weight rows
     assert sums.args(2)[0].shape[2] == 16
     assert sums.bound(1).shape == (oc,)
@@ -346,8 +347,8 @@ def test_sum_conv_chooses_its_tables_by_rows(monkeypatch):
         _, words = _maps(rng, 4, c, 8, density=share)
         # below C / 800 = 2% of the bits set (16 channels)
         assert sums.sparse(words) is sparse
-    monkeypatch.setattr(_common, "LUT_MAX_BYTES", 0)
-    monkeypatch.setattr(_common, "BYTE_TABLE_MAX_BYTES", 0)
+    monkeypatch.setattr(_tables, "LUT_MAX_BYTES", 0)
+    monkeypatch.setattr(_tables, "BYTE_TABLE_MAX_BYTES", 0)
     rows = SumConv(layer, Context({"w": wt}, {}))
     assert rows.args(10**6)[-1] is False  # by weight rows
     np.testing.assert_array_equal(rows.args(1)[3][:, :oc], wt)

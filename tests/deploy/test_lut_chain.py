@@ -24,8 +24,8 @@ from sksign.deploy._ops._common import (
     LutSteps,
     lut_tile_buffers,
     split,
-    sum_bound,
 )
+from sksign.deploy._ops._tables import sum_bound
 from sksign.estimators import HTAFNetClassifier
 
 pytestmark = pytest.mark.skipif(

@@ -379,7 +379,7 @@ def sum_conv_step(
     """The step of :func:`sum_conv`, made exact: ``1[sum of active w >= threshold]``.
 
     The float32 sum ``z`` is within ``bound[o]`` of the exact sum (see
-    :func:`~sksign.deploy._ops._common.sum_bounds`); where that leaves no
+    :func:`~sksign.deploy._ops._tables.sum_bound`); where that leaves no
     doubt the bit is set from ``z``, elsewhere the weights of the active
     bits are summed in float64 (`w_rows`), so the bit depends neither on the
     way of summing nor on the batch.

@@ -2,7 +2,7 @@
 
 Read in place: float32 sums of the weights over the active bits of each
 patch (:func:`sksign.deploy._kernels.sum_conv`), by table look-ups (one sum
-of weights per nibble or byte, see :class:`~sksign.deploy._ops._common.SumConv`),
+of weights per nibble or byte, see :class:`~sksign.deploy._ops._tables.SumConv`),
 or by weight rows for a layer whose tables would be too large. A BatchNorm
 after it and a residual add can run in its pass (``MAP_CONV_EPILOGUES``).
 
@@ -36,13 +36,13 @@ from sksign.deploy._ops import channel_affine
 from sksign.deploy._ops._common import (
     LUT_STEP_MIN_ROWS,
     MAP_CONV_EPILOGUES,
-    SumConv,
     lut_tile_buffers,
     map_conv_epilogue,
     quantise,
     run_rows,
     split,
 )
+from sksign.deploy._ops._tables import SumConv
 
 #: The chain to a step this op takes over besides ``MAP_CONV_EPILOGUES``.
 TO_STEP = ("add", "channel_affine", "pixel_step")

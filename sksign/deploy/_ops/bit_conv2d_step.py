@@ -32,12 +32,12 @@ from sksign.deploy._kernels._lut import LUT_MIN_CHANNELS
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops._common import (
     LUT_STEP_MIN_ROWS,
-    SumConv,
     quantise,
     run_rows,
     step_by_lut_tiles,
     step_by_pairs,
 )
+from sksign.deploy._ops._tables import SumConv
 
 
 def prepare(layer, ctx):

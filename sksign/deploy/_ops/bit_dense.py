@@ -3,7 +3,7 @@
 Few rows or sparse bits: the weight rows of the active bits are summed;
 many dense rows: by table look-ups where the layer's nibble tables are
 small (a row of words is a map of one pixel: the sums of a 1 x 1 map
-convolution, :class:`~sksign.deploy._ops._common.SumConv`), else a BLAS
+convolution, :class:`~sksign.deploy._ops._tables.SumConv`), else a BLAS
 product of the unpacked 0/1 rows.
 """
 
@@ -21,13 +21,13 @@ from sksign.deploy._maps import map_geometry
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
     SPARSE_DENSITY,
-    SumConv,
     blas_product,
     density,
     map_conv_epilogue,
     run_rows,
     run_rows_cols,
 )
+from sksign.deploy._ops._tables import SumConv
 
 #: Largest nibble tables (bytes) of a layer whose many dense rows sum by
 #: table look-ups rather than a BLAS product. Measured on a 2-core Intel Xeon,
