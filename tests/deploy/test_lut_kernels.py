@@ -42,9 +42,10 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(autouse=True)
 def _look_ups_from_32_rows(monkeypatch):
     """Dense layers of 32 rows or more sum by look-up here, whatever rows
-    this CPU's kernel starts from (``LUT_DENSE_MIN_ROWS``: 128 with
-    ``vpshufb``)."""
+    this CPU's kernel starts from (``LUT_DENSE_TILE_ROWS``: 56 rows a tile
+    with ``vpshufb``)."""
     monkeypatch.setattr(_common, "LUT_DENSE_MIN_ROWS", _common.LUT_STEP_MIN_ROWS)
+    monkeypatch.setattr(_common, "LUT_DENSE_TILE_ROWS", 0)
 
 
 def _words(bits):
@@ -206,3 +207,29 @@ def test_no_tables_past_their_budget_or_without_the_instructions(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(_common, "lut_available", lambda: False)
     assert quantise(wt)[5] is None
+
+
+def test_dense_look_ups_take_tiles_with_enough_rows(monkeypatch):
+    """Check a dense layer sums by look-up only where its tiles hold
+    ``LUT_DENSE_TILE_ROWS`` rows each on average (as with ``vpshufb``), else
+    by ``vpmaddwd`` or BLAS, with the same bits either way."""
+    calls = []
+    tiles = _common.step_by_lut_tiles
+
+    def counted(*args):
+        calls.append(len(args[2]))
+        return tiles(*args)
+
+    monkeypatch.setattr(_common, "step_by_lut_tiles", counted)
+    monkeypatch.setattr(_common, "LUT_DENSE_TILE_ROWS", 56)
+    rng = np.random.default_rng(5)
+    n_in, n_out = 200, 70
+    wt = (rng.standard_normal((n_in, n_out)) * 0.1).astype(np.float32)
+    thr = (rng.standard_normal(n_out) * 0.3).astype(np.float32)
+    steps = quantise(wt)
+    for rows in (48, 55, 56, 64, 96, 111, 112, 128):
+        bits = (rng.random((rows, n_in)) < 0.5).astype(np.uint8)
+        got = step_rows(wt, steps, thr, _words(bits), n_in, n_out, 1)
+        exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
+        np.testing.assert_array_equal(got, _words(exact.astype(np.uint8)))
+    assert calls == [56, 64, 112, 128]

@@ -94,14 +94,28 @@ LUT_STEP_MAX_BYTES = 2**28
 #: Rows from which such a layer sums by its look-up tables: a call computes
 #: whole tiles of :data:`~sksign.deploy._kernels._lut.LUT_ROWS` rows.
 LUT_STEP_MIN_ROWS = 32
-#: ... a dense layer (:func:`step_rows`), whose tables (8 bytes a weight, 8 MB
-#: at 1024 x 1024) a call reads from memory where ``vpmaddwd`` reads 2 bytes
-#: a weight: with ``vpshufb`` (AVX2 paths on an AMD EPYC, Zen 4), a DHN of
-#: two 1024-unit layers took 2.0 / 3.6-3.9 / 4.4-4.7 ms at 32 / 96 / 128
-#: rows against 1.5 / 3.4-3.8 / 4.6-4.9 ms by ``vpmaddwd`` (4096 units: 33
-#: against 31 ms at 96 rows, 35 against 39 ms at 128); with ``vpermb`` 64
-#: rows broke even.
-LUT_DENSE_MIN_ROWS = LUT_STEP_MIN_ROWS if LUT_KIND == "vbmi" else 128
+#: ... a dense layer (:func:`step_rows`) too, whose tables (8 bytes a weight,
+#: 8 MB at 1024 x 1024) a call reads from memory where ``vpmaddwd`` reads 2
+#: bytes a weight; ...
+LUT_DENSE_MIN_ROWS = LUT_STEP_MIN_ROWS
+#: ... and, with ``vpshufb`` (AVX2 without AVX-512 BW), from this many rows
+#: per tile of :data:`~sksign.deploy._kernels._lut.LUT_ROWS` (64) rows: the
+#: look-ups cost about the same for a tile whatever its rows, ``vpmaddwd``
+#: in proportion to the rows. The hidden layer of a DHN, one thread, 64-row
+#: tiles, look-ups against ``vpmaddwd`` (AVX2 paths forced on an Intel Xeon,
+#: tables on cache lines): 1024 x 1024 at 32 / 48 / 64 / 80 / 96 / 112 / 128
+#: rows 0.70 / 0.72 / 0.74 / 1.26 / 1.27 / 1.33 / 1.33 ms against 0.56 /
+#: 0.79 / 1.03 / 1.24 / 1.55 / 1.76 / 2.05; 4096 x 4096 16.8 / 17.2 / 17.8 /
+#: 26.0 / 26.3 / 26.0 / 26.2 against 11.6 / 16.0 / 20.4 / 24.2 / 29.0 / 30.7
+#: / 34.2. On an AMD EPYC (Zen 4, AVX2 paths, tables then off the lines) a
+#: DHN of two 1024-unit layers took 2.0 / 3.6-3.9 / 4.4-4.7 ms at 32 / 96 /
+#: 128 rows against 1.5 / 3.4-3.8 / 4.6-4.9 by ``vpmaddwd`` (4096 units: 33
+#: against 31 ms at 96 rows, 35 against 39 at 128): 56 rows a tile takes
+#: the tables for full tiles (64 rows: 1.4x here) and leaves a tile and a
+#: half (96 rows, a loss there) to ``vpmaddwd``. With ``vpermb`` the tables
+#: win from 32 rows at 1024 x 1024 (0.38 against 0.42 ms; 4096 x 4096 breaks
+#: even at 48 rows): no such rule.
+LUT_DENSE_TILE_ROWS = 0 if LUT_KIND == "vbmi" else 56
 
 
 class Context:
@@ -301,9 +315,9 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
     (:func:`~sksign.deploy._kernels.step_int16`); more rows multiply the bits
     by the int16 weights with ``vpmaddwd`` where the CPU has AVX2
     (:mod:`sksign.deploy._kernels._madd`), else by a float32 BLAS product;
-    from :data:`LUT_DENSE_MIN_ROWS` rows they sum by table look-ups where the
-    CPU has them (AVX-512 VBMI and VNNI, or AVX2 without AVX-512 BW:
-    :mod:`sksign.deploy._kernels._lut`);
+    from :data:`LUT_DENSE_MIN_ROWS` rows (and :data:`LUT_DENSE_TILE_ROWS` a
+    tile) they sum by table look-ups where the CPU has them (AVX-512 VBMI and
+    VNNI, or AVX2 without AVX-512 BW: :mod:`sksign.deploy._kernels._lut`);
     each step certified (exact whatever the path).
     """
     q, scale, abs_sum, w_rows, pairs, lut = steps
@@ -320,7 +334,8 @@ def step_rows(wt, steps, threshold, x, width, n_out, n_threads, dense=None):
             ]
             run_in_threads(step_int16, tasks, n_threads)
         return out
-    if lut is not None and rows >= LUT_DENSE_MIN_ROWS:
+    tiles = -(-rows // LUT_ROWS)
+    if lut is not None and rows >= max(LUT_DENSE_MIN_ROWS, LUT_DENSE_TILE_ROWS * tiles):
         return step_by_lut_tiles(lut, threshold, x, width, w_rows, out, n_threads)
     if pairs is not None:
         args = (x, width, pairs, scale, threshold)
