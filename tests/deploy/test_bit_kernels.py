@@ -219,6 +219,14 @@ def test_bit_accumulate_sums_the_rows_of_active_bits(n_in, n_rows, dtype):
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     if dtype is np.float64:
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    # ranges of rows and of columns (as threads split them): the same sums
+    parts = np.empty_like(out)
+    parts[:] = bias
+    split = n_rows // 2
+    for r0, r1 in ((0, split), (split, n_rows)):
+        for c0, c1 in ((0, 5), (5, 6), (6, 13)):
+            bit_accumulate(_words(bits), wt, parts, r0, r1, c0, c1)
+    np.testing.assert_array_equal(parts, out)
 
 
 def _if_reference(current, T, threshold, reset):

@@ -412,12 +412,18 @@ def bit_accumulate(xw, wt, out, r0, r1, c0, c1):
     wt : ndarray of shape (n_in, n_out)
         Weights, one row per input unit (the transpose of a torch weight).
     out : ndarray of shape (n_rows, n_out)
-        Accumulated into (initialise it with the bias).
+        Accumulated into (initialise it with the bias). `wt` and `out`
+        C-contiguous.
     r0, r1, c0, c1 : int
         Row and output-column ranges.
     """
     n_words = xw.shape[1]
-    n_in = wt.shape[0]
+    n_in, w_stride = wt.shape
+    o_stride = out.shape[1]
+    # flat arrays, unsigned indices: a row view per active bit and row (each
+    # counted in and out) had taken half the time of a narrow layer (256 ->
+    # 10 outputs, 1024 rows, 5% set: 376 -> 190 us)
+    wf, of = wt.reshape(-1), out.reshape(-1)
     n = c1 - c0
     for b0 in range(r0, r1, ROW_BLOCK):
         b1 = min(b0 + ROW_BLOCK, r1)
@@ -432,10 +438,9 @@ def bit_accumulate(xw, wt, out, r0, r1, c0, c1):
                 u = unit_of_bit(w, pos)
                 if u >= n_in:
                     continue
-                # zero-based loops over 1-D slices: LLVM vectorises them
-                row = wt[u, c0:c1]
+                src = np.uint64(u * w_stride + c0)
                 for i in range(b0, b1):
                     if xw[i, w] & low:
-                        acc = out[i, c0:c1]
+                        dst = np.uint64(i * o_stride + c0)
                         for c in range(n):
-                            acc[c] += row[c]
+                            of[dst + np.uint64(c)] += wf[src + np.uint64(c)]
