@@ -11,6 +11,7 @@ import pytest
 from sksign.deploy._ops import bit_dense
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
+    SPARSE_DENSITY,
     Context,
     pack_rows,
 )
@@ -34,18 +35,24 @@ def _layer(n_in, n_out, seed, float64=False):
     return bit_dense.prepare(layer, ctx), wt, bias
 
 
-@pytest.fixture
-def table_calls(monkeypatch):
-    """The calls of the table kernel (``sum_conv``) the op makes, counted."""
+def _counted(monkeypatch, name):
+    """The calls the op makes of its kernel `name`, recorded (their last
+    arguments) as they run."""
     calls = []
-    kernel = bit_dense.sum_conv
+    kernel = getattr(bit_dense, name)
 
     def counted(*args):
         calls.append(args[-2:])
         kernel(*args)
 
-    monkeypatch.setattr(bit_dense, "sum_conv", counted)
+    monkeypatch.setattr(bit_dense, name, counted)
     return calls
+
+
+@pytest.fixture
+def table_calls(monkeypatch):
+    """The calls of the table kernel (``sum_conv``) the op makes."""
+    return _counted(monkeypatch, "sum_conv")
 
 
 @pytest.fixture
@@ -99,6 +106,11 @@ def test_the_other_paths_take_what_the_tables_do_not(table_calls, monkeypatch):
     sparse = (rng.random((n_rows, n_in)) < 0.05).astype(np.uint8)
     tables = run([pack_rows(dense)], n_rows, 1)
     assert len(table_calls) == 1
+    # between the two limits of sparse rows: still by tables here
+    some = (rng.random((n_rows, n_in)) < 0.15).astype(np.uint8)
+    assert bit_dense.TABLE_SPARSE_DENSITY < some.mean() < SPARSE_DENSITY
+    run([pack_rows(some)], n_rows, 1)
+    assert len(table_calls) == 2
     few = run([pack_rows(dense[: BLAS_MIN_ROWS - 1])], BLAS_MIN_ROWS - 1, 1)
     run([pack_rows(sparse)], n_rows, 1)
     twice = run([pack_rows(dense), pack_rows(dense)], n_rows, 1)
@@ -107,7 +119,7 @@ def test_the_other_paths_take_what_the_tables_do_not(table_calls, monkeypatch):
     monkeypatch.setattr(bit_dense, "DENSE_TABLE_MAX_BYTES", 0)
     blas, *_ = _layer(n_in, n_out, seed=1)
     by_blas = blas([pack_rows(dense)], n_rows, 1)
-    assert len(table_calls) == 1, "a call that should not have used the tables did"
+    assert len(table_calls) == 2, "a call that should not have used the tables did"
     ref = dense.astype(np.float64) @ wt.astype(np.float64) + bias
     for out in (tables, wide, by_blas):
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
@@ -134,3 +146,20 @@ def test_only_small_tables_are_made(monkeypatch):
     _layer(wide, 10, seed=0)
     _layer(256, 10, seed=0, float64=True)
     assert len(made) == 1
+
+
+def test_a_readout_sums_active_weight_rows_only_when_sparse(monkeypatch):
+    """Check a float64 readout sums the weight rows of the active bits below
+    ``TABLE_SPARSE_DENSITY`` and takes the product above it (where the
+    product is the faster), with the same sums either way."""
+    accumulated = _counted(monkeypatch, "bit_accumulate")
+    n_in, n_out, n_rows = 256, 10, 64
+    run, wt, bias = _layer(n_in, n_out, seed=3, float64=True)
+    rng = np.random.default_rng(4)
+    for share, sparse in ((0.05, True), (0.15, False)):
+        bits = (rng.random((n_rows, n_in)) < share).astype(np.uint8)
+        before = len(accumulated)
+        out = run([pack_rows(bits)], n_rows, 1)
+        assert (len(accumulated) > before) is sparse
+        ref = bits.astype(np.float64) @ wt.astype(np.float64) + bias
+        np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)

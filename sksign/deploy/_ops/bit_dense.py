@@ -37,6 +37,14 @@ from sksign.deploy._ops._tables import SumConv
 #: (4 MB) 1327 against 1091. With AVX2 (forced) 15 against 44, 166 against
 #: 420, 206 against 376, and 586 against 729 at 2 MB.
 DENSE_TABLE_MAX_BYTES = 2**20
+#: Below this share of 1 bits, a layer whose dense rows sum by those tables,
+#: or a float64 readout, sums the weight rows of the active bits instead
+#: (``SPARSE_DENSITY``, 0.2, is for the BLAS product of wider layers). The
+#: two paths cross at 8-12% (Intel Xeon, one thread): 256 -> 10 float64 on
+#: 64 / 1024 rows at about 10% / 8%, 256 -> 256 by tables on 16 / 64 / 1024
+#: rows at 12% / 10% / 9%; by BLAS, 512 -> 512 on 256 rows at 20%, 1024 ->
+#: 1024 on 1024 rows at 14%.
+TABLE_SPARSE_DENSITY = 0.1
 
 
 def prepare(layer, ctx):
@@ -71,19 +79,22 @@ def prepare(layer, ctx):
             run_rows(sum_conv, rows, n_threads, bits.reshape(-1), *args)
             return out
 
+    narrow = by_tables is not None or dtype == np.float64
+    sparse_below = TABLE_SPARSE_DENSITY if narrow else SPARSE_DENSITY
+
     def run(xs, n, n_threads):
         rows = xs[0].shape[0]
         if (
             by_tables is not None
             and len(xs) == 1
             and rows >= BLAS_MIN_ROWS
-            and density(xs[0], width) >= SPARSE_DENSITY
+            and density(xs[0], width) >= sparse_below
         ):
             return by_tables(xs[0], rows, n_threads)
         acc = empty((rows, n_out), dtype)
         acc[:] = bias
         for bits in xs:
-            if rows < BLAS_MIN_ROWS or density(bits, width) < SPARSE_DENSITY:
+            if rows < BLAS_MIN_ROWS or density(bits, width) < sparse_below:
                 run_rows_cols(bit_accumulate, rows, n_out, n_threads, bits, wt, acc)
             else:
                 # many rows: a matrix product of the 0/1 rows (BLAS)
