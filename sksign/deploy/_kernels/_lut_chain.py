@@ -53,15 +53,17 @@ _FINITE = 3.0e38
 def block_sums():
     """How a block's float sum that goes to a BatchNorm and step alone runs
     here, in words (the packed summary's ``block_sums``)."""
+    in_one_pass = (
+        "float32 table sums with the add, affine map and step in the same pass"
+    )
     if lut_available():
         how = "vpermb + vpdpbusd" if LUT_KIND == "vbmi" else "vpshufb, AVX2"
         return (
             f"to the step's bits by the 14-bit weight tables ({how}) "
             "from 128 channels and 32 rows, float32 table sums only for the "
-            "outputs in doubt; narrower, float32 table sums with the add, "
-            "affine map and step in the same pass"
+            f"outputs in doubt; narrower, {in_one_pass}"
         )
-    return "float32 table sums with the add, affine map and step in the same pass"
+    return in_one_pass
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -116,7 +116,7 @@ def _to_step(layer, ctx, epilogue):
         sparse = sums.sparse(xs[0])
         table, nib_word, nib_shift, _, by_table = sums.args(rows, sparse)
         if rows < LUT_STEP_MIN_ROWS or not by_table:
-            return by_sums(xs, n, n_threads)
+            return by_sums(xs, n, n_threads, sparse)
         maps = xs[0].reshape(-1)
         patches = empty((rows, -(-width // 64)), np.uint64)
         run_rows(patch_words, rows, n_threads, maps, g, channels, patches)
@@ -149,10 +149,13 @@ def _sums_to_step(layer, ctx, epilogue):
     oc = layer["attrs"]["channels"]
     sums, bias, scale, shift, g, pixels = _chain_parts(layer, ctx, epilogue)
 
-    def run(xs, n, n_threads):
+    def run(xs, n, n_threads, sparse=None):
+        """`sparse`: :meth:`SumConv.sparse` of the maps, if known already."""
         rows = xs[0].shape[0] * pixels
         out = empty((rows, -(-oc // 64)), np.uint64)
-        tables = sums.args(rows, sums.sparse(xs[0]))
+        if sparse is None:
+            sparse = sums.sparse(xs[0])
+        tables = sums.args(rows, sparse)
         chain = (bias, xs[1].reshape(rows, oc), scale, shift)
         args = (xs[0].reshape(-1), tables, g, chain, out)
         run_rows(sum_conv_to_step, rows, n_threads, *args)

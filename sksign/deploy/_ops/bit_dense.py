@@ -84,17 +84,17 @@ def prepare(layer, ctx):
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0]
-        if (
-            by_tables is not None
-            and len(xs) == 1
-            and rows >= BLAS_MIN_ROWS
-            and density(xs[0], width) >= sparse_below
-        ):
+        # per input, whether it sums the weight rows of its active bits (few
+        # rows or sparse bits), each input's share of bits counted once
+        few = [
+            rows < BLAS_MIN_ROWS or density(bits, width) < sparse_below for bits in xs
+        ]
+        if by_tables is not None and len(xs) == 1 and not few[0]:
             return by_tables(xs[0], rows, n_threads)
         acc = empty((rows, n_out), dtype)
         acc[:] = bias
-        for bits in xs:
-            if rows < BLAS_MIN_ROWS or density(bits, width) < sparse_below:
+        for bits, by_active in zip(xs, few, strict=True):
+            if by_active:
                 run_rows_cols(bit_accumulate, rows, n_out, n_threads, bits, wt, acc)
             else:
                 # many rows: a matrix product of the 0/1 rows (BLAS)
