@@ -227,7 +227,7 @@ def compact_taps(tap_words, channels, kernel):
     return np.ascontiguousarray(out.T)
 
 
-def nibble_tables(weight_t, channels, kernel, lanes=8, bits=4):
+def nibble_tables(weight_t, channels, kernel, lanes=8, bits=4, dtype=np.float32):
     """Sums of the real weights of every group of `bits` bits of a pixel's words.
 
     The group at bits ``b j .. b j + b - 1`` of a pixel's word (a nibble for
@@ -247,13 +247,15 @@ def nibble_tables(weight_t, channels, kernel, lanes=8, bits=4):
         The outputs are padded with zeros to a multiple of `lanes`.
     bits : {4, 8}, default=4
         Bits per group (the table has ``2**bits`` rows per group).
+    dtype : {np.float32, np.float64}, default=np.float32
+        Of the table.
 
     Returns
     -------
-    table : ndarray of shape (k * k, n_groups, 2**bits, width), dtype float32
+    table : ndarray of shape (k * k, n_groups, 2**bits, width), dtype `dtype`
         Sums made in float64, rounded once to float32 (each within
-        ``2**-24`` of the sum of its absolute weights); ``width`` is ``oc``
-        rounded up to a multiple of `lanes`.
+        ``2**-24`` of the sum of its absolute weights) unless `dtype` is
+        float64; ``width`` is ``oc`` rounded up to a multiple of `lanes`.
     group_word : ndarray of shape (n_groups,), dtype int64
         Word of the pixel that holds each group.
     group_shift : ndarray of shape (n_groups,), dtype uint64
@@ -275,7 +277,7 @@ def nibble_tables(weight_t, channels, kernel, lanes=8, bits=4):
     per_bit = w[:, np.array(units)]  # (k * k, n_groups, bits, oc)
     values = (np.arange(2**bits)[:, None] >> np.arange(bits)) & 1
     table = np.einsum("vi,tmio->tmvo", values.astype(np.float64), per_bit)
-    padded = np.zeros((*table.shape[:3], -(-oc // lanes) * lanes), np.float32)
+    padded = np.zeros((*table.shape[:3], -(-oc // lanes) * lanes), dtype)
     padded[..., :oc] = table
     return (
         padded,

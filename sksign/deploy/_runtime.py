@@ -37,8 +37,13 @@ __all__ = ["FORMAT", "OPS", "VERSION", "PackedNet", "blas_on_one_thread"]
 #: than this run on one thread: handing work to a second thread costs about
 #: 0.085 ms on a 2-core VM (waking the worker), more than the image nets'
 #: convolutions at batch 1 (2-10 M multiply-adds) or a 4096 x 4096 step layer
-#: on one row gain from it (measured on an AMD EPYC, Zen 3).
-PARALLEL_MIN_WORK = 2**24
+#: on one row gain from it (measured on an AMD EPYC, Zen 3). On a 2-core
+#: Intel Xeon VM a layer of 2**24 (the 256 x 256 step layer of a Heaviside
+#: MLP at batch 256, about 130 us on one thread) took 134-183 us on two
+#: against 132-140 on one; with 2**25 the MLP's forward on two threads went
+#: from 0.37 to 0.31 ms, and image nets at batches 4 to 16 on two threads
+#: gained up to 30% (Bi-Real ResNet-18 at batch 8, 2.3x torch -> 2.8-3.0x).
+PARALLEL_MIN_WORK = 2**25
 #: Multiply-accumulates an element of an element-wise op (on maps or rows),
 #: a pooling op or a neuron op counts for: one
 #: pass over a float map runs at about 1/64 of the multiply-adds a second of
@@ -52,8 +57,11 @@ ELEMENT_WORK = 64
 #: WRN-10-2 at batch 1 (largest value 128 KiB), within 5% either way from
 #: 256 KiB to 2 MiB, 18-70% slower from 4 MiB on, where glibc hands the
 #: freed memory back and each call faults in fresh pages (see
-#: :mod:`sksign.deploy._buffers`).
-POOL_MIN_BYTES = 2**18
+#: :mod:`sksign.deploy._buffers`). On a 2-core Intel Xeon the pool cost the
+#: Heaviside MLP 64-256-256-10 at batch 256 (largest value 256 KiB) 30 of
+#: its 330 us (hold and drop 10 us, the rest in its ops): 1 MiB since, image
+#: nets at batches 4 to 16 within noise.
+POOL_MIN_BYTES = 2**20
 #: Samples of an image net run together (its feature maps take memory in
 #: proportion to the batch). A larger batch runs in equal chunks of at most
 #: this many samples, set by the batch alone, so a row's outputs do not

@@ -337,8 +337,9 @@ def test_a_result_is_not_overwritten_by_the_next_call(
 def test_an_image_net_takes_no_new_buffer_in_its_second_call(packed_nets, monkeypatch):
     """Check the second call of the same batch takes every array from the
     first call's (a batch of one chunk whose largest value takes the pool:
-    this small net's chunk made larger)."""
+    this small net's chunk made larger, and the pool's floor lower)."""
     monkeypatch.setattr(_runtime, "MAP_CHUNK", 64)
+    monkeypatch.setattr(_runtime, "POOL_MIN_BYTES", 2**18)
     packed, X = packed_nets["bireal"]
     net = pickle.loads(pickle.dumps(packed.net_))
     net._buffers = _Counted()

@@ -26,12 +26,18 @@ from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS, patch_words
 from sksign.deploy._kernels._pixels import affine_rows, fire_pixels
 from sksign.deploy._kernels._step import step_certified, step_int16
 from sksign.deploy._kernels._sums import (
+    row_table_sums,
     sum_conv,
     sum_conv_step,
     sum_conv_to_step,
     table_sums,
 )
-from sksign.deploy._kernels._vectors import FLOAT_LANES, LANES, padded_width
+from sksign.deploy._kernels._vectors import (
+    FLOAT_LANES,
+    LANES,
+    UNROLL_FLOATS,
+    padded_width,
+)
 from sksign.deploy._kernels._winners import clear_winners
 from sksign.deploy._kernels._xnor import (
     sign_products,
@@ -44,6 +50,7 @@ __all__ = [
     "FLOAT_LANES",
     "LANES",
     "PAIRS_MIN_CHANNELS",
+    "UNROLL_FLOATS",
     "affine_rows",
     "bit_accumulate",
     "block_sums",
@@ -57,6 +64,7 @@ __all__ = [
     "pack_ge",
     "padded_width",
     "patch_words",
+    "row_table_sums",
     "sign_products",
     "step_certified",
     "step_int16",

@@ -42,6 +42,7 @@ from sksign.deploy._kernels._conv import (
 )
 from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
 from sksign.deploy._kernels._vectors import (
+    DOUBLE_LANES,
     FLOAT_LANES,
     LANES,
     UNROLL_FLOATS,
@@ -51,7 +52,13 @@ from sksign.deploy._kernels._vectors import (
 )
 from sksign.kernels import popcount64
 
-__all__ = ["sum_conv", "sum_conv_step", "sum_conv_to_step", "table_sums"]
+__all__ = [
+    "row_table_sums",
+    "sum_conv",
+    "sum_conv_step",
+    "sum_conv_to_step",
+    "table_sums",
+]
 
 
 #: Bytes of table slices a pass over the rows of a block reads, unless that
@@ -160,6 +167,53 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
                 while r < r1:
                     table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, True)
                     r += 1
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def row_table_sums(x, table, terms, out, r0, r1):
+    """``out[r]`` = the sum of the table rows the words of row ``r`` select, float64.
+
+    Rows ``r0 .. r1 - 1`` of the words `x` (a row of words is the map of one
+    pixel: ``terms`` as for a 1 x 1 convolution, the word of each term in
+    its columns 0 and 1); each row adds its terms in order, from zero, by
+    :func:`~sksign.deploy._kernels._vectors.table_sums_block` in float64,
+    in passes over the terms as :func:`_table_sums`. `out` (``(rows,
+    width)``) and `table` (``(n_terms * n_vals, width)``) float64, `width`
+    a multiple of 8 up to 64.
+    """
+    n_vec = out.shape[1] // LANES
+    for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
+        if count == n_vec:
+            _row_table_sums(x, table, terms, out, r0, r1, count, DOUBLE_LANES)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _row_table_sums(x, table, terms, out, r0, r1, n_vec, lanes):
+    """:func:`row_table_sums` with `n_vec` and `lanes` literals."""
+    literally(n_vec)
+    literally(lanes)
+    n_words, width = x.shape[1], out.shape[1]
+    nb = r1 - r0
+    bases = np.empty(nb, np.int64)
+    dsts = np.empty(nb, np.int64)
+    for r in range(nb):
+        bases[r] = (r0 + r) * n_words
+        dsts[r] = (r0 + r) * width
+        out[r0 + r] = 0
+    n_vals = terms[0, 3]
+    per_pass = max(TABLE_PASS_MIN_TERMS, TABLE_PASS_BYTES // (8 * n_vals * width))
+    group = rows_at_once(n_vec, lanes)
+    n_terms = terms.shape[0]
+    arrays = (out.reshape(-1), dsts, x.reshape(-1), bases, table, terms)
+    for t0 in range(0, n_terms, per_pass):
+        t1 = min(n_terms, t0 + per_pass)
+        r = 0
+        while r + group <= nb:
+            table_sums_block(arrays, (r, 1, t0, t1, 0), n_vec, lanes, False)
+            r += group
+        while r < nb:
+            table_sums_block(arrays, (r, 1, t0, t1, 0), n_vec, lanes, True)
+            r += 1
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -23,6 +23,7 @@ from numba.extending import intrinsic
 from sksign.kernels import counted_loop, target_has
 
 __all__ = [
+    "DOUBLE_LANES",
     "FLOAT_LANES",
     "LANES",
     "UNROLL_FLOATS",
@@ -44,6 +45,8 @@ LANES = 8
 #: split 16 into two on AVX2; the sums are the same either way, lane by
 #: lane).
 FLOAT_LANES = 16 if target_has("avx512f") else 8
+#: Doubles of the same vectors (:func:`table_sums_block` in float64).
+DOUBLE_LANES = FLOAT_LANES // 2
 
 #: Vectors of sums the register-block intrinsics hold (of the 16 of AVX2,
 #: the rest hold the weights and an input): eight chains of adds in flight
@@ -143,10 +146,11 @@ def _sums_in_registers(builder, sums_at, n_vectors, n, terms, lanes):
         builder.store(value, p, align=4)
 
 
-def _vector_at(builder, base, index, v, lanes):
-    """Pointer of the v-th vector of `lanes` floats from ``base[index]``."""
+def _vector_at(builder, base, index, v, lanes, elem=None):
+    """Pointer of the v-th vector of `lanes` floats (of LLVM type `elem`,
+    float by default) from ``base[index]``."""
     offset = builder.add(index, ir.Constant(ir.IntType(64), lanes * v))
-    vec = ir.VectorType(ir.FloatType(), lanes)
+    vec = ir.VectorType(ir.FloatType() if elem is None else elem, lanes)
     return builder.bitcast(builder.gep(base, [offset]), vec.as_pointer())
 
 
@@ -160,7 +164,11 @@ def _broadcast(builder, base, index, lanes):
 
 
 def _float32_arrays(*arrays):
-    return all(isinstance(a, types.Array) and a.dtype == types.float32 for a in arrays)
+    return _float_arrays(types.float32, *arrays)
+
+
+def _float_arrays(dtype, *arrays):
+    return all(isinstance(a, types.Array) and a.dtype == dtype for a in arrays)
 
 
 @intrinsic(prefer_literal=True)
@@ -295,6 +303,10 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
     `table` float32 of shape (n_terms * n_vals, width); `terms` int64 of
     shape (n_terms, 4); all C-contiguous. `n_vec`, `lanes` (8 or 16) and
     `one_row` literals. Indices in range (not checked).
+
+    With `acc` and `table` float64 instead, the same in float64 (each add
+    rounded to float64); `lanes` then counts doubles (4 or 8: a vector
+    register's worth).
     """
     if not (
         isinstance(arrays, types.BaseTuple)
@@ -308,7 +320,7 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
         return None
     acc, dsts, words, bases, table, terms = arrays
     if not (
-        _float32_arrays(acc, table)
+        (_float32_arrays(acc, table) or _float_arrays(types.float64, acc, table))
         and all(isinstance(a, types.Array) for a in (dsts, words, bases, terms))
         and words.dtype == types.uint64
         and dsts.dtype == types.int64
@@ -323,6 +335,8 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
         if one_row.literal_value
         else rows_at_once.py_func(n_vec.literal_value, n_lanes)
     )
+
+    elem = ir.DoubleType() if acc.dtype == types.float64 else ir.FloatType()
 
     def codegen(context, builder, sig, args):
         i64 = ir.IntType(64)
@@ -370,7 +384,8 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
                 row = builder.add(base, builder.mul(val, width))
                 new += [
                     builder.load(
-                        _vector_at(builder, rows_data, row, v, n_lanes), align=4
+                        _vector_at(builder, rows_data, row, v, n_lanes, elem),
+                        align=4,
                     )
                     for v in range(n_vectors)
                 ]
@@ -378,7 +393,7 @@ def table_sums_block(typingctx, arrays, at, n_vec, lanes, one_row):
 
         def sums_at(s):
             r, v = divmod(s, n_vectors)
-            return _vector_at(builder, out, row_sums[r], v, n_lanes)
+            return _vector_at(builder, out, row_sums[r], v, n_lanes, elem)
 
         n_terms = builder.sub(last, first)
         _sums_in_registers(

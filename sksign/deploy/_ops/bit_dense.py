@@ -3,8 +3,10 @@
 Few rows or sparse bits: the weight rows of the active bits are summed;
 many dense rows: by table look-ups where the layer's nibble tables are
 small (a row of words is a map of one pixel: the sums of a 1 x 1 map
-convolution, :class:`~sksign.deploy._ops._tables.SumConv`), else a BLAS
-product of the unpacked 0/1 rows.
+convolution, :class:`~sksign.deploy._ops._tables.SumConv`; a float64
+readout of up to 64 outputs reads float64 tables,
+:func:`~sksign.deploy._kernels.row_table_sums`), else a BLAS product of
+the unpacked 0/1 rows.
 """
 
 # Authors: The sksign developers
@@ -16,8 +18,15 @@ import numpy as np
 
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import bit_accumulate, sum_conv, unpack_words
-from sksign.deploy._maps import map_geometry
+from sksign.deploy._kernels import (
+    LANES,
+    UNROLL_FLOATS,
+    bit_accumulate,
+    row_table_sums,
+    sum_conv,
+    unpack_words,
+)
+from sksign.deploy._maps import map_geometry, nibble_tables
 from sksign.deploy._ops._common import (
     BLAS_MIN_ROWS,
     SPARSE_DENSITY,
@@ -37,6 +46,15 @@ from sksign.deploy._ops._tables import SumConv
 #: (4 MB) 1327 against 1091. With AVX2 (forced) 15 against 44, 166 against
 #: 420, 206 against 376, and 586 against 729 at 2 MB.
 DENSE_TABLE_MAX_BYTES = 2**20
+#: Largest float64 tables (bytes) of a float64 readout of up to 64 outputs
+#: whose many dense rows sum by them rather than a float64 BLAS product.
+#: Measured alike, rows half set, tables against OpenBLAS at 16 / 64 / 1024
+#: rows: 256 -> 10 units (0.12 MB) 5.7 / 9.6 / 88 against 9.0 / 15 / 307
+#: us; 1024 -> 32 (1 MB) 13 / 32 / 457 against 23 / 109 / 1916; 1024 -> 64
+#: (2 MB) 27 / 92 / 944 against 72 / 183 / 3042; 2048 -> 64 (4 MB) 108 /
+#: 219 / 1793 against 138 / 383 / 6225. With AVX2 (forced) 6.1 / 11 / 110
+#: against 10 / 23 / 323, ..., 118 / 258 / 2559 against 142 / 439 / 7258.
+READOUT_TABLE_MAX_BYTES = 2**22
 #: Below this share of 1 bits, a layer whose dense rows sum by those tables,
 #: or a float64 readout, sums the weight rows of the active bits instead
 #: (``SPARSE_DENSITY``, 0.2, is for the BLAS product of wider layers). The
@@ -45,6 +63,29 @@ DENSE_TABLE_MAX_BYTES = 2**20
 #: rows at 12% / 10% / 9%; by BLAS, 512 -> 512 on 256 rows at 20%, 1024 ->
 #: 1024 on 1024 rows at 14%.
 TABLE_SPARSE_DENSITY = 0.1
+#: ... and a float64 readout that sums by its float64 tables, below this
+#: share. Measured alike, against the tables: 256 -> 10 units on 16 / 64 /
+#: 1024 rows at about 9% / 6% / 3%, 1024 -> 10 at 5% / 4% / under 2%, 256
+#: -> 64 at 9% / 8% / 5%.
+READOUT_SPARSE_DENSITY = 0.05
+
+
+def table_rows(made):
+    """``(table, terms)`` of :func:`~sksign.deploy._kernels.row_table_sums`
+    from what :func:`~sksign.deploy._maps.nibble_tables` made for rows of
+    words (maps of one pixel)."""
+    table, group_word, group_shift = made
+    n_vals = table.shape[2]
+    terms = np.stack(
+        [
+            group_word,
+            group_word,
+            group_shift.astype(np.int64),
+            np.full_like(group_word, n_vals),
+        ],
+        axis=1,
+    )
+    return table.reshape(-1, table.shape[3]), np.ascontiguousarray(terms)
 
 
 def prepare(layer, ctx):
@@ -60,8 +101,8 @@ def prepare(layer, ctx):
             wide.append(ctx.derive("float64", layer, "weight_t", np.float64))
         return wide[0]
 
-    # many dense rows by tables (float32 only): a row of words is the map of
-    # one pixel, the layer a 1 x 1 convolution
+    # many dense rows by tables: a row of words is the map of one pixel, the
+    # layer a 1 x 1 convolution
     by_tables = None
     if (
         dtype == np.float32
@@ -79,8 +120,32 @@ def prepare(layer, ctx):
             run_rows(sum_conv, rows, n_threads, bits.reshape(-1), *args)
             return out
 
-    narrow = by_tables is not None or dtype == np.float64
-    sparse_below = TABLE_SPARSE_DENSITY if narrow else SPARSE_DENSITY
+    elif (
+        dtype == np.float64
+        and n_out <= UNROLL_FLOATS
+        and 2 * SumConv.nibble_bytes(width, 1, n_out) <= READOUT_TABLE_MAX_BYTES
+    ):
+        # a float64 readout: tables of float64 sums, read row by row
+        tables = ctx.derive(
+            "tables64",
+            layer,
+            "weight_t",
+            lambda wt: table_rows(nibble_tables(wt, width, 1, LANES, 4, np.float64)),
+        )
+
+        def by_tables(bits, rows, n_threads):
+            sums = empty((rows, tables[0].shape[1]), np.float64)
+            run_rows(row_table_sums, rows, n_threads, bits, *tables, sums)
+            out = sums[:, :n_out]
+            out += bias
+            return out.astype(np.float32)
+
+    if by_tables is not None and dtype == np.float64:
+        sparse_below = READOUT_SPARSE_DENSITY
+    elif by_tables is not None or dtype == np.float64:
+        sparse_below = TABLE_SPARSE_DENSITY
+    else:
+        sparse_below = SPARSE_DENSITY
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0]
