@@ -266,9 +266,10 @@ def nibble_index(xw, idx, r0, r1, r_end):
                     )
 
 
-@intrinsic
-def _lut_tile(typingctx, sums, idx, tables, at):
-    """``sums[16 b0 + 16 j + r, o0 + t]`` += the sums of quads ``k0 .. k1 - 1``.
+@intrinsic(prefer_literal=True)
+def _lut_tile(typingctx, sums, idx, tables, at, add):
+    """``sums[16 b0 + 16 j + r, o0 + t]`` += the sums of quads ``k0 .. k1 - 1``
+    (= them, with no load of the old sums, where the literal `add` is False).
 
     `at` is ``(b0, o0, k0, k1)``: blocks of rows ``b0 .. b0 + LUT_BLOCKS - 1``
     of `idx` (uint32), outputs ``o0 .. o0 + LUT_OUTPUTS - 1`` of `tables`
@@ -281,8 +282,13 @@ def _lut_tile(typingctx, sums, idx, tables, at):
     if not all(
         isinstance(a, types.Array) and a.dtype == d
         for a, d in zip(arrays, kinds, strict=True)
-    ) or not (isinstance(at, types.BaseTuple) and len(at) == 4):
+    ) or not (
+        isinstance(at, types.BaseTuple)
+        and len(at) == 4
+        and isinstance(add, types.BooleanLiteral)
+    ):
         return None
+    adds = add.literal_value
 
     def codegen(context, builder, sig, args):
         i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -309,7 +315,7 @@ def _lut_tile(typingctx, sums, idx, tables, at):
         ]
         if LUT_KIND == "avx2":
             at = (idx_rows, tab_rows, b0, o0, k0, k1)
-            shuffle_tile(builder, (out, ix, tb, n_out), at, LUT_OUTPUTS)
+            shuffle_tile(builder, (out, ix, tb, n_out), at, LUT_OUTPUTS, adds)
             return context.get_dummy_value()
         v64, v16 = ir.VectorType(i8, 64), ir.VectorType(i32, 16)
         permb = cgutils.get_or_insert_function(
@@ -365,27 +371,35 @@ def _lut_tile(typingctx, sums, idx, tables, at):
                     at_r = builder.add(builder.mul(row, n_out), col)
                     p = builder.gep(out, [at_r])
                     lane = builder.extract_element(total, ir.Constant(i32, r))
-                    builder.store(builder.add(builder.load(p), lane), p)
+                    if adds:
+                        lane = builder.add(builder.load(p), lane)
+                    builder.store(lane, p)
         return context.get_dummy_value()
 
-    return types.void(sums, idx, tables, at), codegen
+    return types.void(sums, idx, tables, at, add), codegen
 
 
 @njit(cache=True, nogil=True, fastmath=False)
 def lut_sums(idx, tables, sums, t0, t1, c0, c1):
-    """``sums[:, c0:c1]`` of the rows of tiles ``t0 .. t1 - 1``: zeroed, then
-    each run of quads of each tile of outputs over every tile of rows (its
-    tables stay in L1). `c0` a multiple of :data:`LUT_OUTPUTS`."""
-    end = -(-c1 // LUT_OUTPUTS) * LUT_OUTPUTS  # the last tile's outputs
-    for i in range(t0 * LUT_ROWS, t1 * LUT_ROWS):
-        for o in range(c0, end):
-            sums[i, o] = 0
+    """``sums[:, c0:c1]`` of the rows of tiles ``t0 .. t1 - 1``: each run of
+    quads of each tile of outputs over every tile of rows (its tables stay in
+    L1), the first run storing its sums (no zeroing pass, no loads), the
+    others adding theirs. `c0` a multiple of :data:`LUT_OUTPUTS`; the sums of
+    the last tile's outputs past `c1` are written too."""
     n_quads = idx.shape[1] // 16
     for o0 in range(c0, c1, LUT_OUTPUTS):
-        for k0 in range(0, n_quads, LUT_QUADS):
+        for t in range(t0, t1):
+            _lut_tile(
+                sums,
+                idx,
+                tables,
+                (t * LUT_BLOCKS, o0, 0, min(n_quads, LUT_QUADS)),
+                False,
+            )
+        for k0 in range(LUT_QUADS, n_quads, LUT_QUADS):
             k1 = min(n_quads, k0 + LUT_QUADS)
             for t in range(t0, t1):
-                _lut_tile(sums, idx, tables, (t * LUT_BLOCKS, o0, k0, k1))
+                _lut_tile(sums, idx, tables, (t * LUT_BLOCKS, o0, k0, k1), True)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -19,9 +19,10 @@ from sksign.kernels import counted_loop, load_vector, splat
 __all__ = ["shuffle_tile"]
 
 
-def shuffle_tile(builder, pointers, at, n_outputs):
+def shuffle_tile(builder, pointers, at, n_outputs, add=True):
     """The IR of :func:`~sksign.deploy._kernels._lut._lut_tile` with
-    ``vpshufb`` (AVX2), block by block, for `n_outputs` outputs.
+    ``vpshufb`` (AVX2), block by block, for `n_outputs` outputs (the sums
+    added to the old ones, or stored where `add` is False).
 
     A 32-byte half of a quad's index (groups 0 and 1, or 2 and 3, of the
     block's 16 rows: one group per 128-bit lane, as ``vpshufb`` looks up)
@@ -109,4 +110,6 @@ def shuffle_tile(builder, pointers, at, n_outputs):
                 value = builder.add(*lane)
                 at_r = builder.add(builder.mul(builder.add(row0, const(m)), n_out), col)
                 ptr = builder.gep(out, [at_r])
-                builder.store(builder.add(builder.load(ptr), value), ptr)
+                if add:
+                    value = builder.add(builder.load(ptr), value)
+                builder.store(value, ptr)

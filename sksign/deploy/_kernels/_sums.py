@@ -170,21 +170,26 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def row_table_sums(x, table, terms, out, r0, r1):
-    """``out[r]`` = the sum of the table rows the words of row ``r`` select, float64.
+def row_table_sums(x, table, terms, bias, sums, out, r0, r1):
+    """``out[r]`` = the sum of the table rows the words of row ``r`` select,
+    plus `bias`, in float64 rounded once to ``out``'s dtype.
 
     Rows ``r0 .. r1 - 1`` of the words `x` (a row of words is the map of one
     pixel: ``terms`` as for a 1 x 1 convolution, the word of each term in
     its columns 0 and 1); each row adds its terms in order, from zero, by
     :func:`~sksign.deploy._kernels._vectors.table_sums_block` in float64,
-    in passes over the terms as :func:`_table_sums`. `out` (``(rows,
-    width)``) and `table` (``(n_terms * n_vals, width)``) float64, `width`
-    a multiple of 8 up to 64.
+    in passes over the terms as :func:`_table_sums`, into `sums`; then the
+    bias. `sums` (``(rows, width)``) and `table` (``(n_terms * n_vals,
+    width)``) float64, `width` a multiple of 8 up to 64; `out` of shape
+    ``(rows, n_out)``, ``n_out <= width``.
     """
-    n_vec = out.shape[1] // LANES
+    n_vec = sums.shape[1] // LANES
     for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
         if count == n_vec:
-            _row_table_sums(x, table, terms, out, r0, r1, count, DOUBLE_LANES)
+            _row_table_sums(x, table, terms, sums, r0, r1, count, DOUBLE_LANES)
+    for r in range(r0, r1):
+        for o in range(out.shape[1]):
+            out[r, o] = sums[r, o] + np.float64(bias[o])
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -135,10 +135,9 @@ def prepare(layer, ctx):
 
         def by_tables(bits, rows, n_threads):
             sums = empty((rows, tables[0].shape[1]), np.float64)
-            run_rows(row_table_sums, rows, n_threads, bits, *tables, sums)
-            out = sums[:, :n_out]
-            out += bias
-            return out.astype(np.float32)
+            out = empty((rows, n_out), np.float32)
+            run_rows(row_table_sums, rows, n_threads, bits, *tables, bias, sums, out)
+            return out
 
     if by_tables is not None and dtype == np.float64:
         sparse_below = READOUT_SPARSE_DENSITY
