@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from sksign.deploy._kernels._madd import (
     BLOCK_ROWS,
+    COARSE_LANES,
+    coarse_flags,
     pair_bits,
     pair_sums,
     pair_weights,
@@ -179,3 +181,33 @@ def test_steps_in_doubt_read_no_weight_past_an_odd_count(n_in):
     exact = (bits.astype(np.float64) @ wt.astype(np.float64)) >= thr
     np.testing.assert_array_equal(out, _words(exact.astype(np.uint8)))
     assert exact[0].all()  # every output of row 0 fires, by its exact sum
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 3 * COARSE_LANES + 5),
+    step=st.sampled_from([1, 2]),
+    half=st.sampled_from([0.0, 1.0, 2.0, 2.5]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_coarse_flags_equal_their_float64_definition(n, step, half, seed):
+    """Check the coarse flags and their count against numpy's float64, on
+    sums set to fall exactly on the threshold and on the doubt's bound, in
+    vectors (contiguous rows) and one by one (a strided row, the tail)."""
+    rng = np.random.default_rng(seed)
+    sums = np.zeros(n * step, np.int32)
+    sums[::step] = rng.integers(-6, 7, n)
+    row = sums[::step]
+    scale = rng.choice([0.25, 0.5, 1.0], n)
+    # thresholds on the sum, half a step or a whole step off it, or between
+    t64 = scale * row + scale * rng.choice([0.0, 0.5, -1.0, 2.0, 2.5, 0.3], n)
+    fire = np.full(n + 8, 7, np.uint8)
+    near = np.full(n + 8, 7, np.uint8)
+    unsure = coarse_flags(row, scale, t64, half, fire, near)
+    v = scale * row.astype(np.float64) - t64
+    want_near = np.abs(v) <= half * scale + 1e-300
+    np.testing.assert_array_equal(fire[:n], v > 0)
+    np.testing.assert_array_equal(near[:n], want_near)
+    assert unsure == want_near.sum()
+    assert (fire[n:] == 7).all()  # nothing past n
+    assert (near[n:] == 7).all()
