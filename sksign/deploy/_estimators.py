@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sksign._shapes import check_sample_shape, split_sample_shape
 from sksign._utils import restore_state_on_error
-from sksign.deploy._kernels import clear_winners
+from sksign.deploy._kernels import all_finite, clear_winners
 from sksign.deploy._runtime import PackedNet
 from sksign.kernels import effective_n_threads
 
@@ -58,7 +58,7 @@ def _plain_rows(X, n_features):
         return None
     with np.errstate(over="ignore"):  # float64 beyond float32: inf, refused below
         rows = np.ascontiguousarray(X, dtype=np.float32)
-    if not np.isfinite(rows).all():
+    if not all_finite(rows):
         return None
     return rows
 

@@ -20,6 +20,7 @@ from sksign.deploy._kernels._bits import (
     unpack_words,
 )
 from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._finite import all_finite
 from sksign.deploy._kernels._lut import step_products
 from sksign.deploy._kernels._lut_chain import block_sums
 from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS, patch_words
@@ -52,6 +53,7 @@ __all__ = [
     "PAIRS_MIN_CHANNELS",
     "UNROLL_FLOATS",
     "affine_rows",
+    "all_finite",
     "bit_accumulate",
     "block_sums",
     "channel_shares",
