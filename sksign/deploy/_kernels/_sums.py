@@ -106,6 +106,33 @@ def _table_terms(nib_word, nib_shift, n_vals, g):
     return terms
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _terms_per_pass(table):
+    """Terms a pass over the rows of a block takes: their slices of `table`
+    (``(taps, groups, n_vals, width)``) take :data:`TABLE_PASS_BYTES`, or
+    :data:`TABLE_PASS_MIN_TERMS` terms at least."""
+    slice_bytes = table.itemsize * table.shape[2] * table.shape[3]
+    return max(TABLE_PASS_MIN_TERMS, TABLE_PASS_BYTES // slice_bytes)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _add_table_rows(arrays, col, r0, r1, t0, t1, c, n_vec, lanes):
+    """:func:`~sksign.deploy._kernels._vectors.table_sums_block` on the rows
+    ``r0 .. r1 - 1`` of `arrays`: :func:`rows_at_once` at a time, the rest
+    one by one (terms ``t0 .. t1 - 1``, column `col` of the terms, sums from
+    float `c`; `n_vec` and `lanes` literals)."""
+    literally(n_vec)
+    literally(lanes)
+    group = rows_at_once(n_vec, lanes)
+    r = r0
+    while r + group <= r1:
+        table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, False)
+        r += group
+    while r < r1:
+        table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, True)
+        r += 1
+
+
 @njit(cache=True, nogil=True, fastmath=False)
 def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
     """``acc[r]`` += the sum of the table rows of the groups of block row r.
@@ -125,7 +152,7 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
     literally(lanes)
     chunk = n_vec * LANES
     k, wpp = g[3], g[2]
-    n_vals, width = table.shape[2], table.shape[3]
+    width = table.shape[3]
     rows = table.reshape(-1, width)
     n_words = k * k * wpp
     patch = np.empty(nb * n_words, np.uint64)
@@ -152,37 +179,32 @@ def _table_sums(x, table, terms, g, acc, org, nb, n_vec, lanes):
                 for j in range(wpp):
                     patch[at + j] = x[o + j] if o >= 0 else np.uint64(0)
                 at += wpp
-    per_pass = max(TABLE_PASS_MIN_TERMS, TABLE_PASS_BYTES // (4 * n_vals * width))
-    group = rows_at_once(n_vec, lanes)
+    per_pass = _terms_per_pass(table)
     n_terms = terms.shape[0]
     for t0 in range(0, n_terms, per_pass):
         t1 = min(n_terms, t0 + per_pass)
         for c in range(0, width, chunk):
             for words, col, r0, r1 in ((x, 1, 0, inside), (patch, 0, inside, nb)):
                 arrays = (acc, dsts, words, bases, rows, terms)
-                r = r0
-                while r + group <= r1:
-                    table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, False)
-                    r += group
-                while r < r1:
-                    table_sums_block(arrays, (r, col, t0, t1, c), n_vec, lanes, True)
-                    r += 1
+                _add_table_rows(arrays, col, r0, r1, t0, t1, c, n_vec, lanes)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def row_table_sums(x, table, terms, bias, sums, out, r0, r1):
+def row_table_sums(x, table, nib_word, nib_shift, g, bias, sums, out, r0, r1):
     """``out[r]`` = the sum of the table rows the words of row ``r`` select,
     plus `bias`, in float64 rounded once to ``out``'s dtype.
 
-    Rows ``r0 .. r1 - 1`` of the words `x` (a row of words is the map of one
-    pixel: ``terms`` as for a 1 x 1 convolution, the word of each term in
-    its columns 0 and 1); each row adds its terms in order, from zero, by
-    :func:`~sksign.deploy._kernels._vectors.table_sums_block` in float64,
-    in passes over the terms as :func:`_table_sums`, into `sums`; then the
-    bias. `sums` (``(rows, width)``) and `table` (``(n_terms * n_vals,
-    width)``) float64, `width` a multiple of 8 up to 64; `out` of shape
-    ``(rows, n_out)``, ``n_out <= width``.
+    Rows ``r0 .. r1 - 1`` of the words `x`: a row of words is the map of one
+    pixel (`g` the geometry of a 1 x 1 convolution of it), and `table`,
+    `nib_word` and `nib_shift` what
+    :func:`~sksign.deploy._maps.nibble_tables` made for it in float64. Each
+    row adds its terms in order, from zero, by
+    :func:`~sksign.deploy._kernels._vectors.table_sums_block` in float64, in
+    passes over the terms as :func:`_table_sums`, into `sums` (float64 of
+    shape ``(rows, width)``, `width` a multiple of 8 up to 64); then the
+    bias. `out` of shape ``(rows, n_out)``, ``n_out <= width``.
     """
+    terms = _table_terms(nib_word, nib_shift, table.shape[2], g)
     n_vec = sums.shape[1] // LANES
     for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
         if count == n_vec:
@@ -205,20 +227,19 @@ def _row_table_sums(x, table, terms, out, r0, r1, n_vec, lanes):
         bases[r] = (r0 + r) * n_words
         dsts[r] = (r0 + r) * width
         out[r0 + r] = 0
-    n_vals = terms[0, 3]
-    per_pass = max(TABLE_PASS_MIN_TERMS, TABLE_PASS_BYTES // (8 * n_vals * width))
-    group = rows_at_once(n_vec, lanes)
+    per_pass = _terms_per_pass(table)
     n_terms = terms.shape[0]
-    arrays = (out.reshape(-1), dsts, x.reshape(-1), bases, table, terms)
+    arrays = (
+        out.reshape(-1),
+        dsts,
+        x.reshape(-1),
+        bases,
+        table.reshape(-1, width),
+        terms,
+    )
     for t0 in range(0, n_terms, per_pass):
         t1 = min(n_terms, t0 + per_pass)
-        r = 0
-        while r + group <= nb:
-            table_sums_block(arrays, (r, 1, t0, t1, 0), n_vec, lanes, False)
-            r += group
-        while r < nb:
-            table_sums_block(arrays, (r, 1, t0, t1, 0), n_vec, lanes, True)
-            r += 1
+        _add_table_rows(arrays, 1, 0, nb, t0, t1, 0, n_vec, lanes)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -70,24 +70,6 @@ TABLE_SPARSE_DENSITY = 0.1
 READOUT_SPARSE_DENSITY = 0.05
 
 
-def table_rows(made):
-    """``(table, terms)`` of :func:`~sksign.deploy._kernels.row_table_sums`
-    from what :func:`~sksign.deploy._maps.nibble_tables` made for rows of
-    words (maps of one pixel)."""
-    table, group_word, group_shift = made
-    n_vals = table.shape[2]
-    terms = np.stack(
-        [
-            group_word,
-            group_word,
-            group_shift.astype(np.int64),
-            np.full_like(group_word, n_vals),
-        ],
-        axis=1,
-    )
-    return table.reshape(-1, table.shape[3]), np.ascontiguousarray(terms)
-
-
 def prepare(layer, ctx):
     n_out, width = layer["attrs"]["out"], ctx.width(layer)
     dtype = np.float64 if layer["attrs"]["float64"] else np.float32
@@ -103,15 +85,15 @@ def prepare(layer, ctx):
 
     # many dense rows by tables: a row of words is the map of one pixel, the
     # layer a 1 x 1 convolution
+    one_pixel = {"shape": [width, 1, 1], "kernel": 1, "stride": 1, "padding": 0}
+    g = map_geometry(one_pixel)
     by_tables = None
     if (
         dtype == np.float32
         and SumConv.nibble_bytes(width, 1, n_out) <= DENSE_TABLE_MAX_BYTES
     ):
-        one_pixel = {"shape": [width, 1, 1], "kernel": 1, "stride": 1, "padding": 0}
         as_conv = {**layer, "attrs": {**one_pixel, "channels": n_out}}
         sums = SumConv(as_conv, ctx)
-        g = map_geometry(as_conv["attrs"])
         no_epilogue = map_conv_epilogue((), ctx, n_out)
 
         def by_tables(bits, rows, n_threads):
@@ -130,13 +112,14 @@ def prepare(layer, ctx):
             "tables64",
             layer,
             "weight_t",
-            lambda wt: table_rows(nibble_tables(wt, width, 1, LANES, 4, np.float64)),
+            lambda wt: nibble_tables(wt, width, 1, LANES, 4, np.float64),
         )
 
         def by_tables(bits, rows, n_threads):
-            sums = empty((rows, tables[0].shape[1]), np.float64)
+            sums = empty((rows, tables[0].shape[3]), np.float64)
             out = empty((rows, n_out), np.float32)
-            run_rows(row_table_sums, rows, n_threads, bits, *tables, bias, sums, out)
+            args = (bits, *tables, g, bias, sums, out)
+            run_rows(row_table_sums, rows, n_threads, *args)
             return out
 
     if by_tables is not None and dtype == np.float64:
