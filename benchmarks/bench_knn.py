@@ -15,7 +15,8 @@ Every time is the best of ``--repeat`` runs, or of up to 20 for a call under
 
 The search stops comparing codes that can no longer enter a k-list: the
 register-block search (AVX-512 VPOPCNTDQ) a block of codes, after grouping
-near queries, and the AVX2 nibble search a code after a chunk of 31 words.
+near queries; the AVX2 search a code after half its bits (up to 1,024 bits,
+after grouping near queries) or after a chunk of 31 words (longer codes).
 The rate counts the comparisons of a full search, so it can pass the peak on
 clustered codes.
 ``--codes uniform`` times uniform random codes instead, where every k-th

@@ -17,10 +17,11 @@ __all__ = ["counted_loop", "load_vector", "splat"]
 def counted_loop(builder, n, initial, body, name):
     """Emit ``for k in range(n)``, carrying the values `initial` through it.
 
-    ``body(k, values)`` emits one step (in the loop's block, adding no
-    block) and returns the new values, as many as `initial` and of the same
-    types. Returns the values after the loop: `initial` where ``n <= 0``.
-    The builder is left at the end of the loop's exit block.
+    ``body(k, values)`` emits one step and returns the new values, as many
+    as `initial` and of the same types; it may add blocks (a loop of its
+    own), the back edge leaving from the block it ends in. Returns the
+    values after the loop: `initial` where ``n <= 0``. The builder is left
+    at the end of the loop's exit block.
     """
     i64 = ir.IntType(64)
     entry = builder.block
@@ -35,17 +36,18 @@ def counted_loop(builder, n, initial, body, name):
         values.append(builder.phi(value.type))
         values[-1].add_incoming(value, entry)
     new = body(k, values)
+    latch = builder.block
     k_next = builder.add(k, ir.Constant(i64, 1))
-    k.add_incoming(k_next, loop)
+    k.add_incoming(k_next, latch)
     for phi, value in zip(values, new, strict=True):
-        phi.add_incoming(value, loop)
+        phi.add_incoming(value, latch)
     builder.cbranch(builder.icmp_signed("<", k_next, n), loop, done)
     builder.position_at_end(done)
     finals = []  # the phis head the exit block
     for first, last in zip(initial, new, strict=True):
         finals.append(builder.phi(first.type))
         finals[-1].add_incoming(first, entry)
-        finals[-1].add_incoming(last, loop)
+        finals[-1].add_incoming(last, latch)
     return finals
 
 

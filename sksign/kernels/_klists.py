@@ -7,8 +7,9 @@ queries hold -1, which accepts no code). A code enters a list only when its
 count is strictly below the k-th, after every entry of a count not larger
 than its own, so ties stay ordered by index, as a stable sort would leave
 them. The kernels (:mod:`sksign.kernels._popcount`,
-:mod:`sksign.kernels._nibbles`, :mod:`sksign.kernels._vector_search`) differ
-in how they count; they keep their lists with these functions alone.
+:mod:`sksign.kernels._nibbles`, :mod:`sksign.kernels._sliced_nibbles`,
+:mod:`sksign.kernels._vector_search`) differ in how they count; they keep
+their lists with these functions alone.
 
 The lists live in arrays of the block (:func:`block_lists`), copied to the
 caller's output when the block is done (:func:`finish_lists`). Lists of up

@@ -32,8 +32,10 @@ __all__ = [
     "PAIRWISE_TILE_BYTES",
     "QUERY_BLOCK",
     "SPAN_BLOCKS",
+    "grouped_queries",
     "knn_counts_vectors",
     "pairwise_counts_vectors",
+    "rows_in_order",
 ]
 
 #: Queries compared at once by :func:`knn_counts_vectors` and
@@ -98,7 +100,7 @@ def _scan_codes(T, j0, j1, qt, tile, worst, ld, li, m, k):
 
 
 @njit(cache=True, nogil=True)
-def _grouped_queries(Q):
+def grouped_queries(Q):
     """An order of the rows of `Q` that puts near queries side by side:
     grouped by the nearest of :data:`GROUP_PIVOTS` queries taken at even
     steps (ties to the first), in their order within a group."""
@@ -114,6 +116,15 @@ def _grouped_queries(Q):
     for q in range(n_q):
         nearest[q] = np.argmin(counts[q])
     return np.argsort(nearest, kind="mergesort")
+
+
+@njit(inline="always")
+def rows_in_order(order, d, i, out_d, out_i):
+    """The lists of a search on ``Q[order]`` (`d`, `i`) into the rows of
+    the caller's queries."""
+    for q in range(order.shape[0]):
+        out_d[order[q]] = d[q]
+        out_i[order[q]] = i[q]
 
 
 @njit(cache=True, nogil=True)
@@ -132,18 +143,16 @@ def knn_counts_vectors(Q, T, out_d, out_i):
     A register block stops once none of its codes can enter a k-list
     (:func:`xor_count_block` with `worst`): with codes longer than
     :data:`PRUNE_WORDS` words, the queries are first grouped by their
-    nearest pivot (:func:`_grouped_queries`), so that a block's queries
+    nearest pivot (:func:`grouped_queries`), so that a block's queries
     share their far codes. Neither changes a result: each query's list
     depends on its own counts alone.
     """
     n_q, n_words = Q.shape
     if n_words > PRUNE_WORDS and n_q >= 2 * QUERY_BLOCK:
-        order = _grouped_queries(Q)
+        order = grouped_queries(Q)
         d, i = np.empty_like(out_d), np.empty_like(out_i)
         _knn_blocks(Q[order], T, d, i)
-        for q in range(n_q):
-            out_d[order[q]] = d[q]
-            out_i[order[q]] = i[q]
+        rows_in_order(order, d, i, out_d, out_i)
     else:
         _knn_blocks(Q, T, out_d, out_i)
 

@@ -1,7 +1,8 @@
 """The k-NN and distance-matrix popcount kernels against a plain numpy reference.
 
 Every kernel (the generic ``knn_counts``; where the CPU has AVX2, the nibble
-kernel ``knn_counts_nibbles``; the register blocks ``knn_counts_vectors``,
+kernels ``knn_counts_nibbles`` and ``knn_counts_sliced``; the register
+blocks ``knn_counts_vectors``,
 chosen on AVX-512 VPOPCNTDQ but generic LLVM IR, so checked on every CPU;
 likewise ``pairwise_counts``, ``pairwise_counts_nibbles`` and
 ``pairwise_counts_vectors`` for the distance matrix) must give the k nearest
@@ -38,13 +39,17 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
+from sksign.kernels._sliced_nibbles import (
+    BLOCK_QUERIES,
+    knn_counts_sliced,
+)
 from sksign.kernels._vector_counts import PRUNE_WORDS, vector_kernels
 from sksign.kernels._vector_search import (
     CODE_TILE_BYTES,
     GROUP_PIVOTS,
     QUERY_BLOCK,
     SPAN_BLOCKS,
-    _grouped_queries,
+    grouped_queries,
     knn_counts_vectors,
     pairwise_counts_vectors,
 )
@@ -54,21 +59,19 @@ from sksign.kernels._vector_search import (
 HAS_AVX2 = target_has("avx2")
 
 
-def _all(generic, nibbles, vectors):
-    """The generic kernel, its nibble twin where the CPU has AVX2, and its
+def _all(generic, nibbles, vectors, sliced=None):
+    """The generic kernel, its nibble twins where the CPU has AVX2, and its
     register-block twin (generic IR: it runs on any CPU)."""
+    needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="needs AVX2")
     return [
         pytest.param(generic, id="generic"),
-        pytest.param(
-            nibbles,
-            id="nibbles",
-            marks=pytest.mark.skipif(not HAS_AVX2, reason="needs AVX2"),
-        ),
+        pytest.param(nibbles, id="nibbles", marks=needs_avx2),
+        *([pytest.param(sliced, id="sliced", marks=needs_avx2)] if sliced else []),
         pytest.param(vectors, id="vectors"),
     ]
 
 
-KERNELS = _all(knn_counts, knn_counts_nibbles, knn_counts_vectors)
+KERNELS = _all(knn_counts, knn_counts_nibbles, knn_counts_vectors, knn_counts_sliced)
 
 
 def _reference(Q, T, k):
@@ -123,9 +126,10 @@ def test_kernels_take_any_number_of_queries(kernel, n_queries):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("n_words", [4, 31, 32, 62, 63])
+@pytest.mark.parametrize("n_words", [1, 4, 16, 31, 32, 62, 63])
 def test_kernels_count_every_bit_different(kernel, n_words):
-    """Check the largest counts: the nibble kernel sums 31 words in bytes."""
+    """Check the largest counts: the nibble kernel sums 31 words in bytes,
+    the sliced one up to 31 bytes of a code."""
     ones = np.full((3, n_words), np.iinfo(np.uint64).max, dtype=np.uint64)
     zeros = np.zeros((5, n_words), dtype=np.uint64)
     d, i = _search(kernel, ones, zeros, 5)
@@ -180,17 +184,20 @@ def _clustered(rng, n, n_words, centres, flip):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("n_words", [PRUNE_WORDS + 1, 2 * PRUNE_WORDS, 64, 70])
+@pytest.mark.parametrize("n_words", [4, PRUNE_WORDS + 1, 2 * PRUNE_WORDS, 64, 70])
 @pytest.mark.parametrize("k", [1, 5, LIST_LANES + 3])
 def test_searches_that_stop_codes_early_keep_the_reference_lists(kernel, n_words, k):
     """Check the searches where most codes stop before their last word (the
     register blocks every PRUNE_WORDS words, with the queries grouped; the
-    nibble kernel after each 31-word chunk) on clustered codes, where a
-    query's k-th is far below the other clusters' counts, ties and
-    duplicates included: the reference lists, in the caller's query order."""
+    nibble kernel after each 31-word chunk; the sliced one after half a
+    code, with blocks of 128 queries grouped from two blocks) on clustered
+    codes, where a query's k-th is far below the other clusters' counts,
+    ties and duplicates included: the reference lists, in the caller's
+    query order."""
     rng = np.random.default_rng(n_words + k)
     centres = _words(rng, 6, n_words)
-    Q, _ = _clustered(rng, 3 * QUERY_BLOCK + 5, n_words, centres, 0.05)
+    n_q = 2 * BLOCK_QUERIES + 5 if kernel is knn_counts_sliced else 3 * QUERY_BLOCK + 5
+    Q, _ = _clustered(rng, n_q, n_words, centres, 0.05)
     T, _ = _clustered(rng, 403, n_words, centres, 0.05)
     T[::11] = T[7]  # ties
     T[100] = Q[-1]  # a distance of zero for the last query
@@ -209,7 +216,7 @@ def test_grouped_queries_put_each_pivots_queries_together():
     n_words = 12
     for n_q in (2 * QUERY_BLOCK, 150, GROUP_PIVOTS * QUERY_BLOCK + 7):
         Q, _ = _clustered(rng, n_q, n_words, _words(rng, 9, n_words), 0.1)
-        order = _grouped_queries(Q)
+        order = grouped_queries(Q)
         assert sorted(order.tolist()) == list(range(n_q))
         n_pivots = min(GROUP_PIVOTS, n_q // QUERY_BLOCK)
         pivots = Q[:: n_q // n_pivots][:n_pivots]
@@ -266,7 +273,8 @@ def test_the_kernels_agree_on_random_codes(n_q, n_t, n_words, seed, density, dat
     Q, T = _words(rng, n_q, n_words, density), _words(rng, n_t, n_words, density)
     expected = _reference(Q, T, k)
     kernels = [knn_counts, knn_counts_vectors]
-    for kernel in kernels + ([knn_counts_nibbles] if HAS_AVX2 else []):
+    nibbles = [knn_counts_nibbles, knn_counts_sliced] if HAS_AVX2 else []
+    for kernel in kernels + nibbles:
         np.testing.assert_array_equal(_search(kernel, Q, T, k), expected)
 
 
@@ -311,9 +319,9 @@ def test_vector_kernels_follow_numba_target(monkeypatch):
     """Check the register blocks are chosen only on an AVX-512 VPOPCNTDQ
     target, the nibble kernels on AVX2, else the generic ones."""
     for features, expected in [
-        ("+avx2,+popcnt", ("AVX2 nibble kernel", knn_counts_nibbles)),
+        ("+avx2,+popcnt", ("AVX2 nibble", knn_counts_sliced)),
         ("+avx512f,+avx512vpopcntdq,+avx2", ("AVX-512", knn_counts_vectors)),
-        ("+avx512f,-avx512vpopcntdq,+avx2", ("AVX2 nibble kernel", None)),
+        ("+avx512f,-avx512vpopcntdq,+avx2", ("AVX2 nibble", None)),
         ("-avx2,+popcnt", ("generic (LLVM ctpop)", knn_counts)),
     ]:
         monkeypatch.setattr(config, "CPU_FEATURES", features)
@@ -321,13 +329,21 @@ def test_vector_kernels_follow_numba_target(monkeypatch):
         assert vector_kernels() is (expected[1] is knn_counts_vectors)
         assert name.startswith(expected[0])
         assert expected[1] is None or knn is expected[1]
-        assert pairwise.__name__ == knn.__name__.replace("knn", "pairwise")
+        twin = knn.__name__.replace("knn", "pairwise").replace("sliced", "nibbles")
+        assert pairwise.__name__ == twin
 
 
 _CHOICES = [
     ("generic", knn_counts, pairwise_counts),
     ("vectors", knn_counts_vectors, pairwise_counts_vectors),
-] + ([("nibbles", knn_counts_nibbles, pairwise_counts_nibbles)] if HAS_AVX2 else [])
+] + (
+    [
+        ("nibbles", knn_counts_nibbles, pairwise_counts_nibbles),
+        ("sliced", knn_counts_sliced, pairwise_counts_nibbles),
+    ]
+    if HAS_AVX2
+    else []
+)
 
 
 def test_words_kneighbors_gives_the_same_with_every_kernel(monkeypatch):
