@@ -2,7 +2,8 @@
 
 :mod:`sksign.kernels._nibbles` compares a code with 16 queries a word at a
 time: an XOR, a byte look-up (``vpshufb``) and a byte add per vector of 32
-nibbles. Here the queries are sliced instead: a block of 128 queries stores,
+nibbles. Here the queries are sliced instead: a block of 96 or 128 queries
+stores,
 for each nibble position of a code, that nibble of every query in a byte
 (:func:`slice_queries`). The code's nibble `v` at that position picks one of
 16 constant tables, ``popcount(v ^ i)`` for ``i < 16``
@@ -10,7 +11,7 @@ for each nibble position of a code, that nibble of every query in a byte
 ``vpshufb`` of the queries' bytes through it gives 32 queries' counts at
 that position: no XOR, two vector operations (the look-up and the add) per
 32 nibbles where the word kernel takes three, and one table load for the
-four vectors of the block.
+three or four vectors of the block.
 
 Each byte of the counts takes at most 4 a position, so the byte sums run
 over at most :data:`BYTE_RUN` code bytes (62 positions) before they widen
@@ -19,9 +20,10 @@ counts (int16) in registers; the queries are grouped by their nearest pivot
 first, and a code that can enter no list after half its bytes is left, as
 the AVX-512 register blocks do (:mod:`sksign.kernels._vector_search`).
 
-A block's sliced queries take ``2,048 n_words`` bytes: up to
-:data:`MAX_SLICED_WORDS` words they stay in a core's L1 (32 KB); longer
-codes go to the word kernel, which was faster there.
+A block's sliced queries take 16 bytes a query and word: up to
+:data:`MAX_SLICED_WORDS` words they fit in a core's L1 (32 KB on AMD Zen
+3, 48 KB on recent Intel cores) beside the rest; longer codes go to the
+word kernel, which was as fast or faster there.
 """
 
 # Authors: The sksign developers
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import literal_unroll, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -55,6 +57,9 @@ __all__ = [
     "MAX_SLICED_WORDS",
     "NIBBLE_XOR_COUNTS",
     "SPAN_BYTES",
+    "WIDE_BLOCK_QUERIES",
+    "block_queries",
+    "code_counts",
     "code_offsets",
     "knn_counts_sliced",
     "slice_queries",
@@ -66,13 +71,17 @@ __all__ = [
 BYTE_RUN = 31
 
 #: Words of the longest codes :func:`knn_counts_sliced` compares itself: a
-#: block of 128 sliced queries then takes 32 KB. Codes of 24 words ran as
+#: block of 96 sliced queries then takes 24 KB. Codes of 24 words ran as
 #: fast on the word kernel, longer ones faster (one thread of an Intel
 #: Xeon, AVX2 paths forced, 2,000 queries against 10,000 codes).
 MAX_SLICED_WORDS = 16
 
-#: Queries in a block: four vectors of 32.
+#: Queries in a block of codes up to 8 words (four vectors of 32; 16 KB of
+#: sliced queries at 512 bits) and in one of longer codes (three vectors;
+#: 24 KB at 1,024 bits, which leaves room in a 32 KB L1): see
+#: :func:`block_queries`.
 BLOCK_QUERIES = 128
+WIDE_BLOCK_QUERIES = 96
 
 #: Bytes of sliced blocks :func:`knn_counts_sliced` keeps at once, compared
 #: with each tile of codes in turn: 32 blocks of 1,024-bit queries, which
@@ -270,18 +279,38 @@ def slice_queries(Q, q0, m, qs):
 
 
 @njit(inline="always")
-def _code_counts(tile, qs, tables, offsets, b0, n, add, worst):
-    """:func:`sliced_counts` on a block's four vectors, `add` made literal
-    (the 16 bytes of a 256-bit code's half unrolled)."""
-    if n == 16:
-        if add:
-            lo, hi = sliced_counts(tile, qs, tables, offsets, b0, 16, True, worst, 4)
-        else:
-            lo, hi = sliced_counts(tile, qs, tables, offsets, b0, 16, False, worst, 4)
-    elif add:
-        lo, hi = sliced_counts(tile, qs, tables, offsets, b0, n, True, worst, 4)
-    else:
-        lo, hi = sliced_counts(tile, qs, tables, offsets, b0, n, False, worst, 4)
+def block_queries(n_words):
+    """Queries in a block of codes of `n_words` words: :data:`BLOCK_QUERIES`
+    up to 8 words, :data:`WIDE_BLOCK_QUERIES` beyond. On an Intel Xeon (48
+    KB of L1) four vectors ran 5-10% faster than three at 256 and 1,024 bits
+    (``check_targets.py --parts knn``, AVX2 forced); three keep a 1,024-bit
+    block in a 32 KB L1 (AMD Zen 3) beside the rest."""
+    return BLOCK_QUERIES if n_words <= 8 else WIDE_BLOCK_QUERIES
+
+
+@njit(inline="always")
+def code_counts(tile, qs, tables, offsets, b0, n, add, worst):
+    """:func:`sliced_counts` on the whole block `qs` (96 or 128 queries: its
+    vectors and `add` made literal; the 16 bytes of a 256-bit code's half
+    unrolled)."""
+    lo = hi = np.uint64(0)
+    for v in literal_unroll((4, 3)):
+        if 32 * v == qs.shape[1]:
+            if n == 16:
+                if add:
+                    lo, hi = sliced_counts(
+                        tile, qs, tables, offsets, b0, 16, True, worst, v
+                    )
+                else:
+                    lo, hi = sliced_counts(
+                        tile, qs, tables, offsets, b0, 16, False, worst, v
+                    )
+            elif add:
+                lo, hi = sliced_counts(tile, qs, tables, offsets, b0, n, True, worst, v)
+            else:
+                lo, hi = sliced_counts(
+                    tile, qs, tables, offsets, b0, n, False, worst, v
+                )
     return lo, hi
 
 
@@ -291,7 +320,7 @@ def knn_counts_sliced(Q, T, out_d, out_i):
 
     Same arguments, same results (codes enter the k-lists by the same
     :func:`~sksign.kernels._klists.enter_code`). Blocks of
-    :data:`BLOCK_QUERIES` queries are sliced once each; every code is
+    :func:`block_queries` queries are sliced once each; every code is
     compared with a whole block, half its bytes at a time (from 256 bits),
     and left once it can enter none of the
     block's lists. From 256 bits and two blocks of queries, the queries are
@@ -305,7 +334,7 @@ def knn_counts_sliced(Q, T, out_d, out_i):
     n_q, n_words = Q.shape
     if n_words > MAX_SLICED_WORDS:
         knn_counts_nibbles(Q, T, out_d, out_i)
-    elif n_words >= 4 and n_q >= 2 * BLOCK_QUERIES:
+    elif n_words >= 4 and n_q >= 2 * block_queries(n_words):
         order = grouped_queries(Q)
         d, i = np.empty_like(out_d), np.empty_like(out_i)
         _sliced_blocks(Q[order], T, d, i)
@@ -327,7 +356,7 @@ def _sliced_blocks(Q, T, out_d, out_i):
     n_q, n_words = Q.shape
     n_t = T.shape[0]
     n_bytes = 8 * n_words
-    qb = BLOCK_QUERIES
+    qb = block_queries(n_words)
     n_blocks = -(-n_q // qb)
     span = max(1, min(n_blocks, SPAN_BYTES // (16 * n_words * qb)))
     step = max(1, CODE_TILE_BYTES // n_bytes)
@@ -377,11 +406,11 @@ def _enter_tile(T, t0, t1, qs, tables, offsets, tile, check, worst, ld, li, k):
     n_bytes = 8 * T.shape[1]
     for j in range(t0, t1):
         code_offsets(T, j, offsets)
-        lo, hi = _code_counts(tile, qs, tables, offsets, 0, check, False, worst)
+        lo, hi = code_counts(tile, qs, tables, offsets, 0, check, False, worst)
         b0 = check
         while (lo | hi) and b0 < n_bytes:
             n = min(check, n_bytes - b0)
-            lo, hi = _code_counts(tile, qs, tables, offsets, b0, n, True, worst)
+            lo, hi = code_counts(tile, qs, tables, offsets, b0, n, True, worst)
             b0 += n
         if lo:
             enter_code(tile, lo, 0, j, worst, ld, li, k)

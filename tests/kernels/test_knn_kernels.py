@@ -39,10 +39,7 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._sliced_nibbles import (
-    BLOCK_QUERIES,
-    knn_counts_sliced,
-)
+from sksign.kernels._sliced_nibbles import block_queries, knn_counts_sliced
 from sksign.kernels._vector_counts import PRUNE_WORDS, vector_kernels
 from sksign.kernels._vector_search import (
     CODE_TILE_BYTES,
@@ -196,7 +193,8 @@ def test_searches_that_stop_codes_early_keep_the_reference_lists(kernel, n_words
     query order."""
     rng = np.random.default_rng(n_words + k)
     centres = _words(rng, 6, n_words)
-    n_q = 2 * BLOCK_QUERIES + 5 if kernel is knn_counts_sliced else 3 * QUERY_BLOCK + 5
+    sliced = kernel is knn_counts_sliced
+    n_q = 2 * block_queries(n_words) + 5 if sliced else 3 * QUERY_BLOCK + 5
     Q, _ = _clustered(rng, n_q, n_words, centres, 0.05)
     T, _ = _clustered(rng, 403, n_words, centres, 0.05)
     T[::11] = T[7]  # ties

@@ -1,6 +1,6 @@
 """The sliced-query nibble counts against float64 numpy.
 
-``sliced_counts`` adds, for every query of a block of 128, the popcount of
+``sliced_counts`` adds, for every query of a block of 96, the popcount of
 its XOR with one code over a range of the code's bytes, and says which
 counts fall below the queries' k-th ones. Checked here on random codes and
 ranges (odd lengths, runs past the 31 bytes summed in bytes, the unrolled
@@ -28,9 +28,10 @@ from sksign.kernels._sliced_nibbles import (
     BYTE_RUN,
     MAX_SLICED_WORDS,
     NIBBLE_XOR_COUNTS,
+    WIDE_BLOCK_QUERIES,
+    code_counts,
     code_offsets,
     slice_queries,
-    sliced_counts,
 )
 
 pytestmark = pytest.mark.skipif(not target_has("avx2"), reason="needs AVX2")
@@ -48,14 +49,7 @@ def _offsets(T, j, offsets):
 
 @njit
 def _counts(tile, qs, offsets, b0, n, add, worst):
-    tables = NIBBLE_XOR_COUNTS.copy()
-    if n == 16:
-        if add:
-            return sliced_counts(tile, qs, tables, offsets, b0, 16, True, worst, 4)
-        return sliced_counts(tile, qs, tables, offsets, b0, 16, False, worst, 4)
-    if add:
-        return sliced_counts(tile, qs, tables, offsets, b0, n, True, worst, 4)
-    return sliced_counts(tile, qs, tables, offsets, b0, n, False, worst, 4)
+    return code_counts(tile, qs, NIBBLE_XOR_COUNTS.copy(), offsets, b0, n, add, worst)
 
 
 def _bits(words):
@@ -101,16 +95,18 @@ def test_code_offsets_are_sixteen_times_each_nibble():
 
 @settings(max_examples=60, deadline=None)
 @given(
+    qb=st.sampled_from([WIDE_BLOCK_QUERIES, BLOCK_QUERIES]),
     n_words=st.integers(1, MAX_SLICED_WORDS),
-    m=st.integers(1, BLOCK_QUERIES),
     seed=st.integers(0, 2**32 - 1),
     density=st.sampled_from([0.02, 0.5, 1.0]),
     data=st.data(),
 )
-def test_sliced_counts_match_numpy(n_words, m, seed, density, data):
+def test_sliced_counts_match_numpy(qb, n_words, seed, density, data):
     """Check the counts over a byte range and the mask of those below the
-    k-th counts, stored then added, against float64 sums of the bits."""
+    k-th counts, stored then added, against float64 sums of the bits, on
+    blocks of both sizes."""
     rng = np.random.default_rng(seed)
+    m = data.draw(st.integers(1, qb))
     n_bytes = 8 * n_words
     b0 = data.draw(st.integers(0, n_bytes - 1))
     edges = sorted({1, n_bytes - b0, min(16, n_bytes - b0)})  # 16: unrolled
@@ -119,41 +115,47 @@ def test_sliced_counts_match_numpy(n_words, m, seed, density, data):
     queries = rng.random((m, 64 * n_words)) < 0.5
     T = np.packbits(code, axis=1, bitorder="little").view(np.uint64)
     Q = np.packbits(queries, axis=1, bitorder="little").view(np.uint64)
-    qs = np.zeros((16 * n_words, BLOCK_QUERIES), dtype=np.uint8)
+    qs = np.zeros((16 * n_words, qb), dtype=np.uint8)
     _slice(Q, 0, m, qs)
     offsets = np.zeros((2, n_words), dtype=np.uint64)
     _offsets(T, 0, offsets)
     part = slice(8 * b0, 8 * (b0 + n))
-    expected = np.full(BLOCK_QUERIES, _bits(T)[0, part].sum())  # zero queries
+    expected = np.full(qb, _bits(T)[0, part].sum())  # the zero queries past m
     expected[:m] = (_bits(Q)[:, part] != _bits(T)[:, part]).sum(axis=1)
-    # k-th counts on, one above and one below the counts
-    worst = (expected + rng.integers(-1, 2, BLOCK_QUERIES)).astype(np.int16)
-    tile = np.full(BLOCK_QUERIES, -3, dtype=np.int16)
+    # k-th counts on, one above and one below the counts; lanes past the
+    # block that must stay as they are
+    worst = np.full(qb + 8, -1, dtype=np.int16)
+    worst[:qb] = expected + rng.integers(-1, 2, qb)
+    tile = np.full(qb + 8, -3, dtype=np.int16)
     lo, hi = _counts(tile, qs, offsets, b0, n, False, worst)
-    np.testing.assert_array_equal(tile, expected)
-    below = expected < worst
+    np.testing.assert_array_equal(tile[:qb], expected)
+    assert (tile[qb:] == -3).all()
+    below = expected < worst[:qb]
     assert (int(lo), int(hi)) == (_mask(below[:64]), _mask(below[64:]))
     # added to what the tile holds
-    tile[:] = 7
+    tile[:qb] = 7
     lo, hi = _counts(tile, qs, offsets, b0, n, True, worst)
-    np.testing.assert_array_equal(tile, expected + 7)
-    below = expected + 7 < worst
+    np.testing.assert_array_equal(tile[:qb], expected + 7)
+    assert (tile[qb:] == -3).all()
+    below = expected + 7 < worst[:qb]
     assert (int(lo), int(hi)) == (_mask(below[:64]), _mask(below[64:]))
 
 
+@pytest.mark.parametrize("qb", [WIDE_BLOCK_QUERIES, BLOCK_QUERIES])
 @pytest.mark.parametrize("n", [BYTE_RUN - 1, BYTE_RUN, BYTE_RUN + 1, 2 * BYTE_RUN + 3])
-def test_runs_of_bytes_hold_every_bit_different(n):
+def test_runs_of_bytes_hold_every_bit_different(n, qb):
     """Check byte sums at their limit: every bit of `n` bytes different,
     summed in runs of at most BYTE_RUN bytes."""
     n_words = MAX_SLICED_WORDS
     T = np.zeros((1, n_words), dtype=np.uint64)
-    Q = np.full((BLOCK_QUERIES, n_words), np.iinfo(np.uint64).max, dtype=np.uint64)
-    qs = np.zeros((16 * n_words, BLOCK_QUERIES), dtype=np.uint8)
-    _slice(Q, 0, BLOCK_QUERIES, qs)
+    Q = np.full((qb, n_words), np.iinfo(np.uint64).max, dtype=np.uint64)
+    qs = np.zeros((16 * n_words, qb), dtype=np.uint8)
+    _slice(Q, 0, qb, qs)
     offsets = np.zeros((2, n_words), dtype=np.uint64)
     _offsets(T, 0, offsets)
-    tile = np.zeros(BLOCK_QUERIES, dtype=np.int16)
-    worst = np.full(BLOCK_QUERIES, 8 * n + 1, dtype=np.int16)
+    tile = np.zeros(qb, dtype=np.int16)
+    worst = np.full(qb, 8 * n + 1, dtype=np.int16)
     lo, hi = _counts(tile, qs, offsets, 3, n, False, worst)
     assert (tile == 8 * n).all()
-    assert int(lo) == int(hi) == 2**64 - 1
+    below = np.ones(qb, dtype=bool)
+    assert (int(lo), int(hi)) == (_mask(below[:64]), _mask(below[64:]))
