@@ -1,4 +1,4 @@
-"""AVX2 k-NN counts by look-up tables of a code's nibbles on sliced queries.
+"""AVX2 Hamming counts by look-up tables of a code's nibbles on sliced queries.
 
 :mod:`sksign.kernels._nibbles` compares a code with 16 queries a word at a
 time: an XOR, a byte look-up (``vpshufb``) and a byte add per vector of 32
@@ -44,7 +44,7 @@ from sksign.kernels._klists import (
     finish_lists,
     start_lists,
 )
-from sksign.kernels._nibbles import knn_counts_nibbles
+from sksign.kernels._nibbles import knn_counts_nibbles, pairwise_counts_nibbles
 from sksign.kernels._vector_search import (
     CODE_TILE_BYTES,
     grouped_queries,
@@ -56,12 +56,14 @@ __all__ = [
     "BYTE_RUN",
     "MAX_SLICED_WORDS",
     "NIBBLE_XOR_COUNTS",
+    "PAIRWISE_MIN_ROWS",
     "SPAN_BYTES",
     "WIDE_BLOCK_QUERIES",
     "block_queries",
     "code_counts",
     "code_offsets",
     "knn_counts_sliced",
+    "pairwise_counts_sliced",
     "slice_queries",
     "sliced_counts",
 ]
@@ -75,6 +77,15 @@ BYTE_RUN = 31
 #: fast on the word kernel, longer ones faster (one thread of an Intel
 #: Xeon, AVX2 paths forced, 2,000 queries against 10,000 codes).
 MAX_SLICED_WORDS = 16
+
+#: Rows of `A` from which :func:`pairwise_counts_sliced` slices `B`: slicing
+#: 10,000 codes of 1,024 bits costs about what the word kernel takes for 25
+#: rows against them, and the two crossed at 128 to 200 rows of 64 to 1,024
+#: bits (one thread of an Intel Xeon, AVX2 paths forced). Past them, 2,000
+#: rows against 10,000 codes into int32: 36-38 -> 32 ms at 256 bits, 41 ->
+#: 31 ms at 512, 60-62 -> 54 ms at 1,024, writing the 80 MB of counts
+#: taking much of it.
+PAIRWISE_MIN_ROWS = 256
 
 #: Queries in a block of codes up to 8 words (four vectors of 32; 16 KB of
 #: sliced queries at 512 bits) and in one of longer codes (three vectors;
@@ -416,3 +427,39 @@ def _enter_tile(T, t0, t1, qs, tables, offsets, tile, check, worst, ld, li, k):
             enter_code(tile, lo, 0, j, worst, ld, li, k)
         if hi:
             enter_code(tile, hi, 64, j, worst, ld, li, k)
+
+
+@njit(cache=True, nogil=True)
+def pairwise_counts_sliced(A, B, out):
+    """:func:`~sksign.kernels._popcount.pairwise_counts` on :func:`code_counts`.
+
+    ``out[i, j] = popcount(A[i] ^ B[j])`` summed over words, the same
+    counts. The rows of `B` play the queries of :func:`knn_counts_sliced`
+    (a block sliced once), each row of `A` the code compared with the whole
+    block, its counts copied to a run of its row of `out`. Codes of more
+    than :data:`MAX_SLICED_WORDS` words, and fewer rows of `A` than
+    :data:`PAIRWISE_MIN_ROWS`, go to
+    :func:`~sksign.kernels._nibbles.pairwise_counts_nibbles`. Needs AVX2.
+    """
+    n_b, n_words = B.shape
+    if n_words == 0:
+        out[:, :] = 0
+        return
+    if n_words > MAX_SLICED_WORDS or A.shape[0] < PAIRWISE_MIN_ROWS:
+        pairwise_counts_nibbles(A, B, out)
+        return
+    n_bytes = 8 * n_words
+    qb = block_queries(n_words)
+    qs = np.zeros((16 * n_words, qb), dtype=np.uint8)
+    tables = NIBBLE_XOR_COUNTS.copy()
+    tile = np.zeros(qb, dtype=np.int16)
+    never = np.full(qb, -1, dtype=np.int16)  # no count is below: masks unused
+    offsets = np.empty((2, n_words), dtype=np.uint64)
+    for b0 in range(0, n_b, qb):
+        m = min(qb, n_b - b0)
+        slice_queries(B, b0, m, qs)
+        for i in range(A.shape[0]):
+            code_offsets(A, i, offsets)
+            code_counts(tile, qs, tables, offsets, 0, n_bytes, False, never)
+            for q in range(m):
+                out[i, b0 + q] = tile[q]

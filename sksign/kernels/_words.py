@@ -22,9 +22,9 @@ from joblib import effective_n_jobs
 from sksign._compat import Interval, validate_params
 from sksign._threads import run_in_threads
 from sksign._utils import row_batches
-from sksign.kernels._nibbles import nibble_kernels, pairwise_counts_nibbles
+from sksign.kernels._nibbles import nibble_kernels
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._sliced_nibbles import knn_counts_sliced
+from sksign.kernels._sliced_nibbles import knn_counts_sliced, pairwise_counts_sliced
 from sksign.kernels._vector_counts import vector_kernels
 from sksign.kernels._vector_search import knn_counts_vectors, pairwise_counts_vectors
 
@@ -71,17 +71,17 @@ def hamming_kernels():
     """``(name, knn, pairwise)``: the search and distance kernels for this CPU.
 
     The register blocks of :mod:`sksign.kernels._vector_search` where it has
-    AVX-512 VPOPCNTDQ, the nibble kernels on AVX2 (the search of
-    :mod:`sksign.kernels._sliced_nibbles`, the distance matrix of
-    :mod:`sksign.kernels._nibbles`), else the generic kernels (LLVM's
-    ``ctpop``). All give the same counts and the same neighbours.
+    AVX-512 VPOPCNTDQ, the nibble kernels of
+    :mod:`sksign.kernels._sliced_nibbles` on AVX2 (those of
+    :mod:`sksign.kernels._nibbles` past 1,024 bits), else the generic
+    kernels (LLVM's ``ctpop``). All give the same counts and the same neighbours.
     """
     if vector_kernels():
         name = "AVX-512 register blocks (vpopcntq)"
         return name, knn_counts_vectors, pairwise_counts_vectors
     if nibble_kernels():
         name = "AVX2 nibble look-ups (vpshufb)"
-        return name, knn_counts_sliced, pairwise_counts_nibbles
+        return name, knn_counts_sliced, pairwise_counts_sliced
     return "generic (LLVM ctpop)", knn_counts, pairwise_counts
 
 

@@ -4,8 +4,9 @@ Every kernel (the generic ``knn_counts``; where the CPU has AVX2, the nibble
 kernels ``knn_counts_nibbles`` and ``knn_counts_sliced``; the register
 blocks ``knn_counts_vectors``,
 chosen on AVX-512 VPOPCNTDQ but generic LLVM IR, so checked on every CPU;
-likewise ``pairwise_counts``, ``pairwise_counts_nibbles`` and
-``pairwise_counts_vectors`` for the distance matrix) must give the k nearest
+likewise ``pairwise_counts``, ``pairwise_counts_nibbles``,
+``pairwise_counts_sliced`` and ``pairwise_counts_vectors`` for the distance
+matrix) must give the k nearest
 codes in the order of a stable sort of the float64 distances, for every code
 width (the nibble kernel's chunks of 31 words and its unrolled 4-word path
 included), every number of queries around the blocks of 16, 32 and 64 and of
@@ -39,7 +40,12 @@ from sksign.kernels._nibbles import (
     pairwise_counts_nibbles,
 )
 from sksign.kernels._popcount import knn_counts, pairwise_counts
-from sksign.kernels._sliced_nibbles import block_queries, knn_counts_sliced
+from sksign.kernels._sliced_nibbles import PAIRWISE_MIN_ROWS as SLICED_MIN_ROWS
+from sksign.kernels._sliced_nibbles import (
+    block_queries,
+    knn_counts_sliced,
+    pairwise_counts_sliced,
+)
 from sksign.kernels._vector_counts import PRUNE_WORDS, vector_kernels
 from sksign.kernels._vector_search import (
     CODE_TILE_BYTES,
@@ -327,8 +333,7 @@ def test_vector_kernels_follow_numba_target(monkeypatch):
         assert vector_kernels() is (expected[1] is knn_counts_vectors)
         assert name.startswith(expected[0])
         assert expected[1] is None or knn is expected[1]
-        twin = knn.__name__.replace("knn", "pairwise").replace("sliced", "nibbles")
-        assert pairwise.__name__ == twin
+        assert pairwise.__name__ == knn.__name__.replace("knn", "pairwise")
 
 
 _CHOICES = [
@@ -337,7 +342,7 @@ _CHOICES = [
 ] + (
     [
         ("nibbles", knn_counts_nibbles, pairwise_counts_nibbles),
-        ("sliced", knn_counts_sliced, pairwise_counts_nibbles),
+        ("sliced", knn_counts_sliced, pairwise_counts_sliced),
     ]
     if HAS_AVX2
     else []
@@ -357,7 +362,12 @@ def test_words_kneighbors_gives_the_same_with_every_kernel(monkeypatch):
         np.testing.assert_array_equal(result, _reference(Q, T, 7))
 
 
-PAIRWISE = _all(pairwise_counts, pairwise_counts_nibbles, pairwise_counts_vectors)
+PAIRWISE = _all(
+    pairwise_counts,
+    pairwise_counts_nibbles,
+    pairwise_counts_vectors,
+    pairwise_counts_sliced,
+)
 
 
 def _reference_matrix(A, B):
@@ -368,7 +378,7 @@ def _reference_matrix(A, B):
 
 
 @pytest.mark.parametrize("kernel", PAIRWISE)
-@pytest.mark.parametrize("n_words", [0, 1, 4, 5, 31, 32, 33, 64, 70])
+@pytest.mark.parametrize("n_words", [0, 1, 4, 5, 9, 16, 17, 31, 32, 33, 64, 70])
 @pytest.mark.parametrize(
     ("n_a", "n_b", "dtype"),
     [
@@ -378,6 +388,7 @@ def _reference_matrix(A, B):
         (9, 130, np.int64),
         (13, 1000, np.int32),
         (16, 45, np.int64),
+        (SLICED_MIN_ROWS + 3, 101, np.int32),
     ],
 )
 def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b, dtype):
@@ -387,7 +398,8 @@ def test_distance_matrix_kernels_match_the_reference(kernel, n_words, n_a, n_b, 
     (from 33 words, 1,000 codes take more than one), and last blocks of 1,
     2, 8, 13 and 17 codes (one, two and four vectors). The register blocks
     take 13 to 20 rows at every width, fewer rows at the narrower codes
-    only (the others go to the generic kernel)."""
+    only (the others go to the generic kernel); the sliced kernel, from
+    SLICED_MIN_ROWS rows (the others go to the word kernel)."""
     rng = np.random.default_rng(n_words * 1000 + n_a + n_b)
     A, B = _words(rng, n_a, n_words), _words(rng, n_b, n_words)
     if n_words:
