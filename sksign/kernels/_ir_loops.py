@@ -1,7 +1,8 @@
 """LLVM-IR pieces shared by the register-block intrinsics (the k-NN's
 :func:`~sksign.kernels._vector_counts.xor_count_block`, the packed nets'
-int16 pair sums, the look-up sums): a counted loop that carries values in
-registers, a scalar broadcast to every lane of a vector, and a vector loaded
+int16 pair sums, the look-up sums, the AVX2 nibble kernels): a counted loop
+that carries values in registers, an LLVM intrinsic declared once in a
+module, a scalar broadcast to every lane of a vector, and a vector loaded
 from an element of an array."""
 
 # Authors: The sksign developers
@@ -10,8 +11,9 @@ from an element of an array."""
 from __future__ import annotations
 
 from llvmlite import ir
+from numba.core import cgutils
 
-__all__ = ["counted_loop", "load_vector", "splat"]
+__all__ = ["counted_loop", "llvm_function", "load_vector", "splat"]
 
 
 def counted_loop(builder, n, initial, body, name):
@@ -49,6 +51,14 @@ def counted_loop(builder, n, initial, body, name):
         finals[-1].add_incoming(first, entry)
         finals[-1].add_incoming(last, latch)
     return finals
+
+
+def llvm_function(builder, name, ret, args):
+    """The LLVM function `name` (an intrinsic such as
+    ``llvm.x86.avx2.pshuf.b``) of return type `ret` and argument types
+    `args`, declared in the builder's module once."""
+    fnty = ir.FunctionType(ret, args)
+    return cgutils.get_or_insert_function(builder.module, fnty, name)
 
 
 def splat(builder, scalar, vector_type):

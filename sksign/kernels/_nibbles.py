@@ -26,10 +26,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.kernels._ir_loops import counted_loop, load_vector, splat
+from sksign.kernels._ir_loops import counted_loop, llvm_function, load_vector, splat
 from sksign.kernels._klists import (
     block_lists,
     enter_code,
@@ -70,11 +69,6 @@ def nibble_kernels():
     ``NUMBA_CPU_FEATURES``).
     """
     return popcount_instructions().startswith("AVX2")
-
-
-def _x86_function(builder, name, ret, args):
-    fnty = ir.FunctionType(ret, args)
-    return cgutils.get_or_insert_function(builder.module, fnty, name)
 
 
 @intrinsic(prefer_literal=True)
@@ -123,10 +117,10 @@ def nibble_counts(
             builder.extract_value(context.make_array(t)(context, builder, a).shape, 1)
             for t, a in shapes
         )
-        pshufb = _x86_function(
+        pshufb = llvm_function(
             builder, "llvm.x86.avx2.pshuf.b", bytes32, [bytes32, bytes32]
         )
-        psadbw = _x86_function(
+        psadbw = llvm_function(
             builder, "llvm.x86.avx2.psad.bw", words4, [bytes32, bytes32]
         )
         table = ir.Constant(bytes32, _NIBBLE_COUNTS)

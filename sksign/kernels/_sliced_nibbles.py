@@ -3,9 +3,8 @@
 :mod:`sksign.kernels._nibbles` compares a code with 16 queries a word at a
 time: an XOR, a byte look-up (``vpshufb``) and a byte add per vector of 32
 nibbles. Here the queries are sliced instead: a block of 96 or 128 queries
-stores,
-for each nibble position of a code, that nibble of every query in a byte
-(:func:`slice_queries`). The code's nibble `v` at that position picks one of
+stores, for each nibble position of a code, that nibble of every query in a
+byte (:func:`slice_queries`). The code's nibble `v` at that position picks one of
 16 constant tables, ``popcount(v ^ i)`` for ``i < 16``
 (:data:`NIBBLE_XOR_COUNTS`), broadcast to both halves of a vector, and one
 ``vpshufb`` of the queries' bytes through it gives 32 queries' counts at
@@ -34,10 +33,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import literal_unroll, njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sksign.kernels._ir_loops import counted_loop
+from sksign.kernels._ir_loops import counted_loop, llvm_function
 from sksign.kernels._klists import (
     block_lists,
     enter_code,
@@ -110,11 +108,6 @@ _VECTOR = 32  # queries (bytes) per 256-bit vector
 _HIGH = 0xF0F0F0F0F0F0F0F0
 
 
-def _x86_function(builder, name, ret, args):
-    fnty = ir.FunctionType(ret, args)
-    return cgutils.get_or_insert_function(builder.module, fnty, name)
-
-
 @intrinsic(prefer_literal=True)
 def sliced_counts(typingctx, tile, qs, tables, offsets, b0, n, add, worst, vectors):
     """Counts of one code's bytes ``b0 .. b0 + n - 1`` against a block of
@@ -166,7 +159,7 @@ def sliced_counts(typingctx, tile, qs, tables, offsets, b0, n, add, worst, vecto
         qb = builder.extract_value(structs[1].shape, 1)  # bytes a position
         n_words = builder.extract_value(structs[3].shape, 1)
         high_offsets = builder.gep(data[3], [builder.mul(n_words, ir.Constant(i64, 8))])
-        pshufb = _x86_function(
+        pshufb = llvm_function(
             builder, "llvm.x86.avx2.pshuf.b", bytes32, [bytes32, bytes32]
         )
         both_halves = ir.Constant(
@@ -333,11 +326,10 @@ def knn_counts_sliced(Q, T, out_d, out_i):
     :func:`~sksign.kernels._klists.enter_code`). Blocks of
     :func:`block_queries` queries are sliced once each; every code is
     compared with a whole block, half its bytes at a time (from 256 bits),
-    and left once it can enter none of the
-    block's lists. From 256 bits and two blocks of queries, the queries are
-    first grouped by their nearest pivot
-    (:func:`~sksign.kernels._vector_search.grouped_queries`) so that a
-    block's queries share their far codes. Neither changes a result: each
+    and left once it can enter none of the block's lists. From 256 bits
+    and two blocks of queries, the queries are first grouped by their
+    nearest pivot (:func:`~sksign.kernels._vector_search.grouped_queries`)
+    so that a block's queries share their far codes. Neither changes a result: each
     query's list depends on its own counts alone. Codes of more than
     :data:`MAX_SLICED_WORDS` words go to
     :func:`~sksign.kernels._nibbles.knn_counts_nibbles`. Needs AVX2.
@@ -377,7 +369,7 @@ def _sliced_blocks(Q, T, out_d, out_i):
     ld, li = block_lists(span * qb, k)
     ld = ld.reshape((span, qb, ld.shape[1]))
     li = li.reshape((span, qb, li.shape[1]))
-    tables = NIBBLE_XOR_COUNTS.copy()
+    tables = NIBBLE_XOR_COUNTS
     tile = np.zeros(qb, dtype=np.int16)
     offsets = np.empty((2, n_words), dtype=np.uint64)
     check = _check_bytes(n_bytes)
@@ -451,7 +443,7 @@ def pairwise_counts_sliced(A, B, out):
     n_bytes = 8 * n_words
     qb = block_queries(n_words)
     qs = np.zeros((16 * n_words, qb), dtype=np.uint8)
-    tables = NIBBLE_XOR_COUNTS.copy()
+    tables = NIBBLE_XOR_COUNTS
     tile = np.zeros(qb, dtype=np.int16)
     never = np.full(qb, -1, dtype=np.int16)  # no count is below: masks unused
     offsets = np.empty((2, n_words), dtype=np.uint64)

@@ -2,11 +2,10 @@
 
 Every kernel (the generic ``knn_counts``; where the CPU has AVX2, the nibble
 kernels ``knn_counts_nibbles`` and ``knn_counts_sliced``; the register
-blocks ``knn_counts_vectors``,
-chosen on AVX-512 VPOPCNTDQ but generic LLVM IR, so checked on every CPU;
-likewise ``pairwise_counts``, ``pairwise_counts_nibbles``,
-``pairwise_counts_sliced`` and ``pairwise_counts_vectors`` for the distance
-matrix) must give the k nearest
+blocks ``knn_counts_vectors``, chosen on AVX-512 VPOPCNTDQ but generic LLVM
+IR, so checked on every CPU; likewise ``pairwise_counts``,
+``pairwise_counts_nibbles``, ``pairwise_counts_sliced`` and
+``pairwise_counts_vectors`` for the distance matrix) must give the k nearest
 codes in the order of a stable sort of the float64 distances, for every code
 width (the nibble kernel's chunks of 31 words and its unrolled 4-word path
 included), every number of queries around the blocks of 16, 32 and 64 and of
@@ -193,7 +192,7 @@ def test_searches_that_stop_codes_early_keep_the_reference_lists(kernel, n_words
     """Check the searches where most codes stop before their last word (the
     register blocks every PRUNE_WORDS words, with the queries grouped; the
     nibble kernel after each 31-word chunk; the sliced one after half a
-    code, with blocks of 128 queries grouped from two blocks) on clustered
+    code, with the queries grouped from two of its blocks) on clustered
     codes, where a query's k-th is far below the other clusters' counts,
     ties and duplicates included: the reference lists, in the caller's
     query order."""

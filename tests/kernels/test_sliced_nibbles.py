@@ -49,7 +49,7 @@ def _offsets(T, j, offsets):
 
 @njit
 def _counts(tile, qs, offsets, b0, n, add, worst):
-    return code_counts(tile, qs, NIBBLE_XOR_COUNTS.copy(), offsets, b0, n, add, worst)
+    return code_counts(tile, qs, NIBBLE_XOR_COUNTS, offsets, b0, n, add, worst)
 
 
 def _bits(words):
