@@ -12,9 +12,8 @@ bytes at a time, and the bytes added as int16 words.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba.core import cgutils
 
-from sksign.kernels import counted_loop, load_vector, splat
+from sksign.kernels import counted_loop, llvm_function, load_vector, splat
 
 __all__ = ["shuffle_tile"]
 
@@ -47,10 +46,8 @@ def shuffle_tile(builder, pointers, at, n_outputs, add=True):
         ir.VectorType(i16, 16),
         ir.VectorType(i32, 16),
     )
-    pshufb = cgutils.get_or_insert_function(
-        builder.module,
-        ir.FunctionType(bytes32, [bytes32, bytes32]),
-        "llvm.x86.avx2.pshuf.b",
+    pshufb = llvm_function(
+        builder, "llvm.x86.avx2.pshuf.b", bytes32, [bytes32, bytes32]
     )
     eight_w, eight_i = ir.Constant(words, [8] * 16), ir.Constant(ints, [8] * 16)
     keys = [(t, p) for t in range(n_outputs) for p in (0, 1)]

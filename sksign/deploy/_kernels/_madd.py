@@ -29,12 +29,17 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from sksign.deploy._kernels._bits import flag_buffers, pack_flags, unit_of_bit, word_bit
 from sksign.deploy._kernels._conv import origins, tap_offset
-from sksign.kernels import counted_loop, popcount64, splat, target_has
+from sksign.kernels import (
+    counted_loop,
+    llvm_function,
+    popcount64,
+    splat,
+    target_has,
+)
 
 __all__ = [
     "BLOCK_OUTPUTS",
@@ -143,10 +148,8 @@ def _pmaddwd(builder):
     type, int32 vector type)``."""
     i16s = ir.VectorType(ir.IntType(16), 2 * _LANES)
     i32s = ir.VectorType(ir.IntType(32), _LANES)
-    fnty = ir.FunctionType(i32s, [i16s, i16s])
     name = "llvm.x86.avx512.pmaddw.d.512" if _LANES == 16 else "llvm.x86.avx2.pmadd.wd"
-    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-    return fn, i16s, i32s
+    return llvm_function(builder, name, i32s, [i16s, i16s]), i16s, i32s
 
 
 @intrinsic
@@ -363,19 +366,15 @@ def _coarse_vector(typingctx, row_sums, scale, t64, half, fire_flags, near_flags
         )
         v = builder.fsub(builder.fmul(scale_v, sums), t_v)
         store(4, builder.fcmp_ordered(">", v, ir.Constant(vd, [0.0] * n)))
-        fabs = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vd, [vd]), f"llvm.fabs.v{n}f64"
-        )
+        fabs = llvm_function(builder, f"llvm.fabs.v{n}f64", vd, [vd])
         bound = builder.fadd(
             builder.fmul(half_v, scale_v), ir.Constant(vd, [1e-300] * n)
         )
         close = builder.fcmp_ordered("<=", builder.call(fabs, [v]), bound)
         store(5, close)
         bits = builder.bitcast(close, ir.IntType(n))
-        ctpop = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.IntType(n), [ir.IntType(n)]),
-            f"llvm.ctpop.i{n}",
+        ctpop = llvm_function(
+            builder, f"llvm.ctpop.i{n}", ir.IntType(n), [ir.IntType(n)]
         )
         return builder.zext(builder.call(ctpop, [bits]), i64)
 
