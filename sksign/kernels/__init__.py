@@ -11,7 +11,13 @@ word-level functions.
 # SPDX-License-Identifier: BSD-3-Clause
 
 from sksign._public import public_names
-from sksign.kernels._ir_loops import counted_loop, llvm_function, load_vector, splat
+from sksign.kernels._ir_loops import (
+    counted_loop,
+    llvm_function,
+    load_vector,
+    prefetch,
+    splat,
+)
 from sksign.kernels._packing import (
     as_bits,
     check_n_bits,
@@ -43,7 +49,7 @@ from sksign.kernels._words import (
 # The public names are declared in sksign/_public.py. The others imported
 # here (as_bits, check_n_bits, check_packed, check_packed_array,
 # auto_batch_size, counted_loop, effective_n_threads, fma_exact, llvm_function,
-# load_vector, popcount64, search_words, splat, target_has, vector_kernels,
+# load_vector, popcount64, prefetch, search_words, splat, target_has, vector_kernels,
 # xor_affine_block, xor_count_block) are internal checkers and kernels:
 # importable for sksign's own modules (the k-NN estimators, sign geometry,
 # deploy), not public.
