@@ -70,15 +70,22 @@ PATCH_BLOCK = 64
 MAX_INPUTS = 65536
 
 #: Output channels from which a conv step goes by these products
-#: (``bit_conv2d_step``, where the CPU has AVX2): narrower layers sum
-#: faster by their tables (measured on an AMD EPYC, Zen 3: WRN-10-2 and the
-#: step ResNet-18 at batch 1, 7-10% faster whole; from 32 channels on,
-#: slower at batch 64). With AVX-512 (tables added 16 floats a vector,
-#: products in 512-bit vectors; step ResNet-18 on an Intel Xeon) the tables
-#: win at 64 channels (2.9 -> 1.4 ms and 4.7 -> 2.2 ms at batch 64, even at
-#: batch 1) and the products at 128 (1.3 -> 1.1 ms and 2.9 -> 2.2 ms at
-#: batch 64, 20% at batch 1).
-PAIRS_MIN_CHANNELS = 128 if target_has("avx512f") else 64
+#: (``bit_conv2d_step``, where the CPU has AVX2 and the layer no look-up
+#: tables, :data:`~sksign.deploy._kernels._lut.LUT_MIN_CHANNELS`): narrower
+#: layers sum faster by their float32 tables. With AVX-512 (tables added 16
+#: floats a vector, products in 512-bit vectors; step ResNet-18 on an Intel
+#: Xeon) the tables win at 64 channels (2.9 -> 1.4 ms and 4.7 -> 2.2 ms at
+#: batch 64, even at batch 1) and the products at 128 (1.3 -> 1.1 ms and
+#: 2.9 -> 2.2 ms at batch 64, 20% at batch 1). With AVX2 the tables win at
+#: 64 channels too, since they were vectorised: the 32 -> 64 step conv of a
+#: WRN-10-2 at batch 1 took 65 us by tables against 99 by products (AMD
+#: EPYC, Zen 4, AVX2 paths), and with the AVX2 paths forced on an Intel Xeon
+#: whole nets ran faster at 128 than at 64 (same process, alternated, best
+#: of 5 rounds: WRN-10-2 0.813 -> 0.760 ms at batch 1 and 46.3 -> 39.3 ms at
+#: 64, step ResNet-18 0.922 -> 0.906 and 39.5 -> 35.6 ms). An earlier
+#: measurement on a Zen 3 (products 7-10% faster whole at batch 1 from 64
+#: channels) predates the vectorised tables.
+PAIRS_MIN_CHANNELS = 128
 
 #: int32 sums of a ``vpmaddwd``: 16 where the CPU has AVX-512 BW (a block of
 #: outputs in one 512-bit vector a row: half the instructions, and 10% off

@@ -6,7 +6,7 @@ Exact as :mod:`sksign.deploy._ops.bit_dense_step`: the float32 sums of
 far enough from the threshold, float64 sums elsewhere; the output is
 ``pixel_bits`` again. Where the CPU has AVX2, a layer of
 :data:`~sksign.deploy._kernels._madd.PAIRS_MIN_CHANNELS` output channels
-or more (64, or 128 with AVX-512) multiplies its patches' bits by its
+or more (128) multiplies its patches' bits by its
 16-bit weights with ``vpmaddwd`` instead, exactly in int32, and certifies
 the step from those sums (:mod:`sksign.deploy._kernels._madd`); where the
 CPU has table look-ups (AVX-512 VBMI and VNNI, or AVX2 without AVX-512 BW:
