@@ -15,13 +15,19 @@ from sksign.deploy._fusion import chain_layer, chains, internal_values
 from sksign.deploy._kernels import (
     affine_rows,
     float_conv,
+    float_conv_step,
     pack_affine_ge,
     pack_ge,
     padded_width,
     sum_conv,
     sum_conv_to_step,
 )
-from sksign.deploy._maps import map_geometry, nibble_tables, pack_pixels
+from sksign.deploy._maps import (
+    map_geometry,
+    nibble_tables,
+    pack_pixels,
+    unpack_pixels,
+)
 from sksign.deploy._ops._common import MAP_CONV_EPILOGUES
 from sksign.estimators import HTAFNetClassifier
 
@@ -215,6 +221,42 @@ def test_conv_epilogues_equal_the_ops_they_take_over(affine, add, float_maps):
     )
     ref = _separately(plain, scale, shift, residual, affine, add)
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("oc", [3, 16, 64, 70])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_float_conv_step_is_the_step_of_the_affine_conv(oc, sparse):
+    """Check float_conv_step against float_conv with its affine map, then the
+    step of a pixel_step, bit for bit: in one call and in two row ranges (as
+    two threads take them), ties at 0 firing."""
+    rng = np.random.default_rng(oc)
+    n, c, size, k = 2, 3, 9, 3
+    attrs = {"shape": [c, size, size], "kernel": k, "stride": 2, "padding": 1}
+    g = map_geometry(attrs)
+    g[2] = c
+    rows = n * int(g[6] * g[7])
+    wt = rng.standard_normal((k * k * c, oc)).astype(np.float32)
+    weights = np.zeros((len(wt), padded_width(oc)), np.float32)
+    weights[:, :oc] = wt
+    x = rng.standard_normal(n * size * size * c).astype(np.float32)
+    x[rng.random(x.shape) < 0.7] = 0.0
+    bias = rng.standard_normal(oc).astype(np.float32)
+    scale, shift, _ = _epilogues(rng, rows, oc)
+    scale[0], shift[0] = 0.0, 0.0  # every sum maps to 0: fires
+    none = np.zeros((0, 0), np.float32)
+    mapped = np.empty((rows, oc), np.float32)
+    float_conv(x, weights, sparse, g, bias, scale, shift, none, mapped, 0, rows)
+    ref = pack_pixels(mapped, oc, lambda kern, r, *a: kern(*a, 0, r))
+    ref = ref.reshape(rows, -1)
+    got = np.full_like(ref, 7)
+    float_conv_step(x, weights, sparse, g, bias, scale, shift, got, 0, rows)
+    np.testing.assert_array_equal(got, ref)
+    units = unpack_pixels(got, oc, lambda kern, r, *a: kern(*a, 0, r))
+    assert units.reshape(rows, oc)[:, 0].all()  # unit 0 maps every sum to 0
+    half = np.full_like(ref, 7)
+    for r0, r1 in ((0, rows // 2), (rows // 2, rows)):
+        float_conv_step(x, weights, sparse, g, bias, scale, shift, half, r0, r1)
+    np.testing.assert_array_equal(half, ref)
 
 
 @pytest.mark.parametrize("oc", [13, 64, 70])

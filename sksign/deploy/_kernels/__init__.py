@@ -19,7 +19,12 @@ from sksign.deploy._kernels._bits import (
     unit_of_bit,
     unpack_words,
 )
-from sksign.deploy._kernels._conv import float_conv, mean_pool, xnor_conv
+from sksign.deploy._kernels._conv import (
+    float_conv,
+    float_conv_step,
+    mean_pool,
+    xnor_conv,
+)
 from sksign.deploy._kernels._finite import all_finite
 from sksign.deploy._kernels._lut import step_products
 from sksign.deploy._kernels._lut_chain import block_sums
@@ -61,6 +66,7 @@ __all__ = [
     "count_bits",
     "fire_pixels",
     "float_conv",
+    "float_conv_step",
     "mean_pool",
     "pack_affine_ge",
     "pack_ge",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import literal_unroll, literally, njit
 
+from sksign.deploy._kernels._bits import pack_affine_ge
 from sksign.deploy._kernels._vectors import (
     FLOAT_LANES,
     LANES,
@@ -35,8 +36,10 @@ __all__ = [
     "block_buffers",
     "epilogue_rows",
     "float_conv",
+    "float_conv_step",
     "mean_pool",
     "origins",
+    "start_block",
     "tap_offset",
     "tap_offsets",
     "xnor_conv",
@@ -128,6 +131,18 @@ def origins(b0, nb, g, org):
             if oy == ho:
                 oy = 0
                 n += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def start_block(acc, width, g, org, b0, nb):
+    """Zero the float32 sums of a block of `nb` rows from ``b0`` (`acc`,
+    `width` a row) and find their patch origins (:func:`origins`); return
+    the vectors of 8 floats a row adds at a time (the literal the kernels
+    compile a loop for: 1 to 8)."""
+    for i in range(nb * width):
+        acc[i] = 0.0
+    origins(b0, nb, g, org)
+    return min(width, UNROLL_FLOATS) // LANES
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -370,19 +385,58 @@ def float_conv(x, weights, sparse, g, bias, scale, shift, residual, out, r0, r1)
     width = weights.shape[1]
     block, acc, offs, org = block_buffers(width)
     flat = weights.reshape(-1)
-    n_vec = min(width, UNROLL_FLOATS) // LANES
     for b0 in range(r0, r1, block):
         nb = min(block, r1 - b0)
-        for i in range(nb * width):
-            acc[i] = 0.0
-        origins(b0, nb, g, org)
-        for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
-            if count == n_vec:
-                if sparse:
-                    _sparse_rows(x, flat, g, acc, offs, org, nb, width, count)
-                else:
-                    _float_rows(x, flat, g, acc, org, nb, width, count)
+        _float_block(x, flat, sparse, g, width, acc, offs, org, b0, nb)
         epilogue_rows(acc, width, bias, scale, shift, residual, b0, nb, out)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def float_conv_step(x, weights, sparse, g, bias, scale, shift, out, r0, r1):
+    """:func:`float_conv` with its affine map, then a step: the ``pixel_bits``
+    ``1[(conv(x) + bias) * scale + shift >= 0]``, without the float maps.
+
+    Each block's sums get the bias in float32, then go through
+    :func:`~sksign.deploy._kernels.pack_affine_ge` while still in cache: the
+    ops rounded as :func:`epilogue_rows` and a ``pixel_step`` round them, so
+    the bits are those of the layers one after the other.
+
+    Parameters
+    ----------
+    x, weights, sparse, g, bias : as :func:`float_conv`
+    scale, shift : ndarray of shape (n_out,), dtype float32
+    out : ndarray of shape (n * Ho * Wo, ceil(n_out / 64)), dtype uint64
+        The bits of each output pixel.
+    r0, r1 : int
+        Output row range.
+    """
+    width = weights.shape[1]
+    n_out = bias.shape[0]
+    block, acc, offs, org = block_buffers(width)
+    z = np.empty((block, n_out), np.float32)
+    flat = weights.reshape(-1)
+    for b0 in range(r0, r1, block):
+        nb = min(block, r1 - b0)
+        _float_block(x, flat, sparse, g, width, acc, offs, org, b0, nb)
+        for r in range(nb):
+            zr, a = z[r], acc[r * width : r * width + n_out]
+            for c in range(n_out):
+                zr[c] = a[c] + bias[c]
+        pack_affine_ge(z, scale, shift, out[b0 : b0 + nb], 0, nb)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _float_block(x, flat, sparse, g, width, acc, offs, org, b0, nb):
+    """The float32 sums of the block of `nb` output rows from ``b0`` into
+    `acc` (flat, `width` a row): zeroed, then every tap's inputs added
+    (:func:`_float_rows`, or :func:`_sparse_rows` on `sparse` maps)."""
+    n_vec = start_block(acc, width, g, org, b0, nb)
+    for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
+        if count == n_vec:
+            if sparse:
+                _sparse_rows(x, flat, g, acc, offs, org, nb, width, count)
+            else:
+                _float_rows(x, flat, g, acc, org, nb, width, count)
 
 
 @njit(cache=True, nogil=True, fastmath=False)

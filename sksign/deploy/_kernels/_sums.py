@@ -37,7 +37,7 @@ from sksign.deploy._kernels._bits import (
 from sksign.deploy._kernels._conv import (
     block_buffers,
     epilogue_rows,
-    origins,
+    start_block,
     tap_offset,
 )
 from sksign.deploy._kernels._madd import PAIRS_MIN_CHANNELS
@@ -45,7 +45,6 @@ from sksign.deploy._kernels._vectors import (
     DOUBLE_LANES,
     FLOAT_LANES,
     LANES,
-    UNROLL_FLOATS,
     add_vectors,
     rows_at_once,
     table_sums_block,
@@ -301,11 +300,7 @@ def _sums(x, table, terms, weights, by_table, g, acc, offs, org, b0, nb):
     :func:`~sksign.deploy._kernels._vectors.padded_width`) picks the vectors
     added at a time, a literal: one compiled loop per count, 1 to 8.
     """
-    width = weights.shape[1]
-    for i in range(nb * width):
-        acc[i] = 0.0
-    origins(b0, nb, g, org)
-    n_vec = min(width, UNROLL_FLOATS) // LANES
+    n_vec = start_block(acc, weights.shape[1], g, org, b0, nb)
     for count in literal_unroll((1, 2, 3, 4, 5, 6, 7, 8)):
         if count == n_vec:
             block = (x, table, terms, weights, by_table, g)

@@ -5,7 +5,10 @@ the weight rows of each tap and input channel scaled and added in vectors
 with the sums in registers, or, on maps sparse enough (the spike counts of a
 SEW-ResNet's "add" maps, often nearly all zero), each nonzero input alone. A
 BatchNorm after it and a residual add can run in its pass
-(``MAP_CONV_EPILOGUES``).
+(``MAP_CONV_EPILOGUES``); so can a BatchNorm and the step after it
+(:func:`sksign.deploy._kernels.float_conv_step`: the stem of a WRN-10-2,
+whose float maps go to its first step alone), writing bits and no float
+maps.
 """
 
 # Authors: The sksign developers
@@ -16,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from sksign.deploy._buffers import empty
-from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import float_conv, padded_width
+from sksign.deploy._format import OpSpec, words_per_pixel
+from sksign.deploy._kernels import float_conv, float_conv_step, padded_width
 from sksign.deploy._maps import MAP_CONV_ATTRS, map_conv_geometry, map_geometry
 from sksign.deploy._ops._common import (
     MAP_CONV_EPILOGUES,
@@ -34,6 +37,8 @@ SPARSE_WIDTH = 320
 #: Every this-many-th input is read to estimate the share of nonzero inputs
 #: (either path gives the same sums: the estimate only picks the faster).
 DENSITY_SAMPLE = 17
+#: The chain to a step this op takes over besides ``MAP_CONV_EPILOGUES``.
+TO_STEP = ("channel_affine", "pixel_step")
 
 
 def prepare(layer, ctx, epilogue=()):
@@ -50,16 +55,31 @@ def prepare(layer, ctx, epilogue=()):
     g = map_geometry(attrs)
     g[2] = c  # floats per pixel
     pixels = int(g[6] * g[7])
-    finish = map_conv_epilogue(epilogue, ctx, oc)
     sparse_below = (weights.shape[1] / SPARSE_WIDTH) ** 2
+
+    def is_sparse(x):
+        sample = x[::DENSITY_SAMPLE]
+        return np.count_nonzero(sample) < sparse_below * len(sample)
+
+    if tuple(e["op"] for e in epilogue) == TO_STEP:
+        scale, shift = (ctx.tensor(epilogue[0], key) for key in ("scale", "shift"))
+
+        def run_step(xs, n, n_threads):
+            rows = xs[0].shape[0] * pixels
+            out = empty((rows, words_per_pixel(oc)), np.uint64)
+            x = xs[0].reshape(-1)
+            args = (x, weights, is_sparse(x), g, bias, scale, shift, out)
+            run_rows(float_conv_step, rows, n_threads, *args)
+            return out.reshape(xs[0].shape[0], -1)
+
+        return run_step
+    finish = map_conv_epilogue(epilogue, ctx, oc)
 
     def run(xs, n, n_threads):
         rows = xs[0].shape[0] * pixels
         out = empty((rows, oc), np.float32)
         x = xs[0].reshape(-1)
-        sample = x[::DENSITY_SAMPLE]
-        sparse = np.count_nonzero(sample) < sparse_below * len(sample)
-        args = (x, weights, sparse, g, bias, *finish(xs, rows), out)
+        args = (x, weights, is_sparse(x), g, bias, *finish(xs, rows), out)
         run_rows(float_conv, rows, n_threads, *args)
         return out.reshape(xs[0].shape[0], -1)
 
@@ -76,5 +96,5 @@ SPEC = OpSpec(
     geometry=map_conv_geometry,
     arithmetic="float conv",
     prepare=prepare,
-    epilogues=MAP_CONV_EPILOGUES,
+    epilogues=(*MAP_CONV_EPILOGUES, TO_STEP),
 )
