@@ -28,7 +28,7 @@ from sksign.deploy._maps import (
     pack_pixels,
     unpack_pixels,
 )
-from sksign.deploy._ops._common import MAP_CONV_EPILOGUES
+from sksign.deploy._ops._common import MAP_CONV_EPILOGUES, row_runner
 from sksign.estimators import HTAFNetClassifier
 
 SPECS = {
@@ -246,12 +246,12 @@ def test_float_conv_step_is_the_step_of_the_affine_conv(oc, sparse):
     none = np.zeros((0, 0), np.float32)
     mapped = np.empty((rows, oc), np.float32)
     float_conv(x, weights, sparse, g, bias, scale, shift, none, mapped, 0, rows)
-    ref = pack_pixels(mapped, oc, lambda kern, r, *a: kern(*a, 0, r))
+    ref = pack_pixels(mapped, oc, row_runner(1))
     ref = ref.reshape(rows, -1)
     got = np.full_like(ref, 7)
     float_conv_step(x, weights, sparse, g, bias, scale, shift, got, 0, rows)
     np.testing.assert_array_equal(got, ref)
-    units = unpack_pixels(got, oc, lambda kern, r, *a: kern(*a, 0, r))
+    units = unpack_pixels(got, oc, row_runner(1))
     assert units.reshape(rows, oc)[:, 0].all()  # unit 0 maps every sum to 0
     half = np.full_like(ref, 7)
     for r0, r1 in ((0, rows // 2), (rows // 2, rows)):

@@ -18,7 +18,8 @@ import numpy as np
 
 from sksign.deploy._buffers import empty
 from sksign.deploy._format import OpSpec
-from sksign.deploy._kernels import pack_affine_ge, pack_ge
+from sksign.deploy._kernels import pack_affine_ge
+from sksign.deploy._ops import step
 from sksign.deploy._ops._common import blas_product, run_rows
 
 #: Largest float32 weights (bytes) a layer also keeps transposed (a second
@@ -31,7 +32,6 @@ TRANSPOSED_MAX_BYTES = 2**20
 
 def prepare(layer, ctx, epilogue=()):
     w, b = ctx.tensor(layer, "weight"), ctx.tensor(layer, "bias")
-    n_words = -(-len(b) // 64)
     if layer["attrs"]["float64"]:
         w64 = np.ascontiguousarray(w.T, dtype=np.float64)
         b64 = b.astype(np.float64)
@@ -43,15 +43,12 @@ def prepare(layer, ctx, epilogue=()):
 
         if not epilogue:
             return run
-        zeros = np.zeros(len(b), np.float32)
+        then = step.prepare(epilogue[0], ctx)  # no float32 pass to take it over
 
-        def run_step64(xs, n, n_threads):  # the step op's pass, as it runs
-            z = run(xs, n, n_threads)
-            out = empty((len(z), n_words), np.uint64)
-            run_rows(pack_ge, len(z), n_threads, z, zeros, out)
-            return out
+        def layer_by_layer(xs, n, n_threads):
+            return then([run(xs, n, n_threads)], n, n_threads)
 
-        return run_step64
+        return layer_by_layer
 
     # small weights also as (in, out) rows, C-contiguous: OpenBLAS's sgemm
     # packs them faster than the transposed view
@@ -62,6 +59,7 @@ def prepare(layer, ctx, epilogue=()):
     )
     if epilogue:  # a step: 1[(x @ w.T) * 1 + b >= 0] (a product by 1 is exact)
         ones = np.ones_like(b)
+        n_words = -(-len(b) // 64)
 
         def run_step(xs, n, n_threads):
             z = blas_product(xs[0], w_in, n_threads)
